@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import io
+import mimetypes
 import os
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
 import attrs
 
-__all__ = ["CHUNK_SIZE", "FileInput", "FileSource"]
+__all__ = ["CHUNK_SIZE", "FileInput", "FileSource", "StreamBody", "multipart_body"]
 
 #: What ``documents.upload`` accepts: a filesystem path, the bytes themselves, or a binary file object.
 FileInput: TypeAlias = "str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO"
@@ -58,7 +60,7 @@ class FileSource:
                 raise PermissionError(f"upload file is not readable: {path.name!r}")
             return cls(name=filename or path.name, size=path.stat().st_size, path=path)
         if hasattr(value, "read"):
-            if isinstance(value, io.TextIOBase):
+            if isinstance(value, io.TextIOBase):  # type: ignore[unreachable]
                 raise TypeError("upload file objects must be opened in binary mode ('rb')")
             start = value.tell() if value.seekable() else 0
             try:
@@ -92,9 +94,7 @@ class FileSource:
                 yield self._data[offset : offset + chunk_size]
             return
         if self._path is not None:
-            fh: BinaryIO = await asyncio.to_thread(open, self._path, "rb") if self.size > _INLINE_READ else open(
-                self._path, "rb"
-            )
+            fh: BinaryIO = await asyncio.to_thread(open, self._path, "rb")
             try:
                 async for chunk in _read_chunks(fh, chunk_size, self.size):
                     yield chunk
@@ -117,3 +117,51 @@ async def _read_chunks(fh: BinaryIO, chunk_size: int, size: int) -> AsyncIterato
             raise OSError("upload file shrank while it was being read")
         remaining -= len(chunk)
         yield chunk
+
+
+@attrs.frozen
+class StreamBody:
+    """A request body produced chunk by chunk, with its exact size known up front (no chunked encoding).
+
+    ``factory`` is called once per attempt, so a retry sends the body again from the start.
+    """
+
+    size: int
+    content_type: str
+    factory: Callable[[], AsyncIterator[bytes | memoryview]]
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def multipart_body(source: FileSource, *, field: str = "file") -> StreamBody:
+    """``multipart/form-data`` with one part ``field`` holding the file, streamed from ``source``.
+
+    Framed by hand (RFC 7578) rather than with ``aiohttp.FormData`` so the exact ``Content-Length`` is known
+    before sending and the file is read in chunks, never whole, on every aiohttp version.
+    """
+    boundary = secrets.token_hex(16)
+    content_type = mimetypes.guess_type(source.name)[0] or "application/octet-stream"
+    filename = _quote_filename(source.name)
+    head = (
+        f"--{boundary}\r\n"
+        f'Content-Disposition: form-data; name="{field}"; filename="{filename}"\r\n'
+        f"Content-Type: {content_type}\r\n\r\n"
+    ).encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+
+    async def produce() -> AsyncIterator[bytes | memoryview]:
+        yield head
+        async for chunk in source.chunks():
+            yield chunk
+        yield tail
+
+    return StreamBody(
+        size=len(head) + source.size + len(tail),
+        content_type=f"multipart/form-data; boundary={boundary}",
+        factory=produce,
+    )
+
+
+def _quote_filename(name: str) -> str:
+    """A filename safe inside a quoted header parameter: no control characters, quotes or backslashes."""
+    cleaned = "".join("_" if ch < " " or ch in '"\\\x7f' else ch for ch in name)
+    return cleaned or "file"

@@ -236,9 +236,7 @@ def _is_abha_body(body: Any) -> bool:
     return isinstance(body, Mapping) and "error" in body and isinstance(body.get("source_error"), Mapping)
 
 
-def error_from_response(
-    status: int, headers: Mapping[str, str], body: Any, *, operation: str = ""
-) -> ApiError:
+def error_from_response(status: int, headers: Mapping[str, str], body: Any, *, operation: str = "") -> ApiError:
     """Map an error response to the most specific :class:`ApiError`.
 
     ``body`` is the decoded JSON when the response was JSON, else its text. The message names the operation,

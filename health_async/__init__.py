@@ -1,0 +1,94 @@
+"""``health_async``: an asyncio-first client for the Health Records, ABHA registration and Profile service.
+
+Start with :class:`HealthClient`; errors are in :mod:`health_async.errors`, models in
+:mod:`health_async.models`, payload encryption in :mod:`health_async.jwe`, a fake server for tests in
+:mod:`health_async.testing`.
+"""
+
+from ._auth import ClientCredentials, TokenProvider
+from ._client import HealthClient
+from ._config import NOT_GIVEN, NotGiven
+from ._constants import DEVELOPMENT_URL, PRODUCTION_URL
+from ._retry import RetryPolicy
+from ._version import __version__
+from .errors import (
+    AbhaError,
+    ApiError,
+    AuthenticationError,
+    ClientClosedError,
+    DocumentNotFound,
+    EncryptionError,
+    FileTooLarge,
+    HealthError,
+    InvalidAadhaarNumber,
+    NotFoundError,
+    ProfileNotFound,
+    RateLimitError,
+    RequestTimeout,
+    ResponseTooLarge,
+    ResponseValidationError,
+    ServerError,
+    TransportError,
+)
+from .models import (
+    AadhaarInit,
+    Coordinate,
+    Document,
+    DocumentListItem,
+    DocumentPage,
+    FileEntry,
+    FileType,
+    Profile,
+    ReportItem,
+    ResultFlag,
+    SmartReport,
+    UploadResult,
+)
+
+__all__ = [
+    "DEVELOPMENT_URL",
+    "NOT_GIVEN",
+    "PRODUCTION_URL",
+    "AadhaarInit",
+    "AbhaError",
+    "ApiError",
+    "AuthenticationError",
+    "ClientClosedError",
+    "ClientCredentials",
+    "Coordinate",
+    "Document",
+    "DocumentListItem",
+    "DocumentNotFound",
+    "DocumentPage",
+    "EncryptionError",
+    "FileEntry",
+    "FileTooLarge",
+    "FileType",
+    "HealthClient",
+    "HealthError",
+    "InvalidAadhaarNumber",
+    "NotFoundError",
+    "NotGiven",
+    "Profile",
+    "ProfileNotFound",
+    "RateLimitError",
+    "ReportItem",
+    "RequestTimeout",
+    "ResponseTooLarge",
+    "ResponseValidationError",
+    "ResultFlag",
+    "RetryPolicy",
+    "ServerError",
+    "SmartReport",
+    "TokenProvider",
+    "TransportError",
+    "UploadResult",
+    "__version__",
+]
+
+# Tracebacks and reprs read health_async.DocumentNotFound, not health_async.errors.DocumentNotFound.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("health_async."):
+        _obj.__module__ = "health_async"
+del _name, _obj

@@ -1,0 +1,103 @@
+"""Input checks shared by the client and the resources: header values, path segments, base URLs, and the
+``NOT_GIVEN`` sentinel for per-call overrides."""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import re
+from typing import Final, Literal, TypeVar
+from urllib.parse import quote, urlsplit
+
+__all__ = ["NOT_GIVEN", "NotGiven", "check_header_value", "normalize_base_url", "path_segment"]
+
+T = TypeVar("T")
+
+
+class NotGiven(enum.Enum):
+    """Sentinel type: the argument was left out, so the client's default applies (``None`` can then mean
+    "disable", as in ``timeout=None``)."""
+
+    NOT_GIVEN = "NOT_GIVEN"
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Final = NotGiven.NOT_GIVEN
+NotGivenType = Literal[NotGiven.NOT_GIVEN]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_header_value(name: str, value: str) -> str:
+    """Refuse a header value that could split or smuggle headers. The message never shows the value."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    if _CONTROL.search(value):
+        raise ValueError(f"{name} must not contain control characters (CR, LF, NUL, ...)")
+    return value
+
+
+def optional_header_value(name: str, value: str | None) -> str | None:
+    """:func:`check_header_value` for optional values: None stays None (the header is then not sent)."""
+    return None if value is None else check_header_value(name, value)
+
+
+_UNSAFE_SEGMENT = re.compile(r"[\x00-\x20\x7f/\\?#]")
+
+
+def path_segment(name: str, value: str) -> str:
+    """Percent-encode ``value`` into exactly one URL path segment, or refuse it.
+
+    Refused with ``ValueError`` (the value is not shown): non-strings, empty values, ``.`` and ``..``, and any
+    value containing ``/``, ``\\``, ``?``, ``#``, whitespace or control characters. Ids of this service are
+    opaque tokens (UUIDs, OIDs) that never contain these; encoding them instead would let a server or proxy
+    that decodes ``%2F`` route the request elsewhere. Everything else (``%``, ``:``, ``@``, non-ASCII, ...)
+    is percent-encoded, so the request can only ever reach the one intended path.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    if value in (".", "..") or _UNSAFE_SEGMENT.search(value):
+        raise ValueError(
+            f"{name} must be a single path segment: no '/', '\\', '?', '#', '..', spaces or control characters"
+        )
+    return quote(value, safe="")
+
+
+def normalize_base_url(url: str, *, allow_insecure_http: bool = False) -> str:
+    """Check and normalise a base URL (no trailing slash). Plain ``http://`` is allowed only to a loopback
+    host unless ``allow_insecure_http`` is set: tokens and health data must not cross a network in clear."""
+    if not isinstance(url, str) or not url:
+        raise ValueError("base_url must be a non-empty URL string")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("base_url must be an http(s) URL with a host, like https://api.eka.care")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("base_url must not contain credentials, a query or a fragment")
+    if _CONTROL.search(url):
+        raise ValueError("base_url must not contain control characters")
+    if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(parts.hostname):
+        raise ValueError(
+            "base_url uses plain http:// to a non-loopback host; tokens and health data would travel "
+            "unencrypted. Use https://, or pass allow_insecure_http=True if you really mean it."
+        )
+    return url.rstrip("/")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def pick(value: T | NotGiven, default: T) -> T:
+    """The per-call value if given, else the client's default."""
+    return default if isinstance(value, NotGiven) else value

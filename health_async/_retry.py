@@ -1,0 +1,104 @@
+"""Retry policy: what is retried, how long to wait, when to give up. Pure decisions, tested without I/O.
+
+The loop itself lives in ``_session.py`` and is a single :class:`tenacity.AsyncRetrying` built from the policy.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import attrs
+
+from . import _constants as C
+from .errors import ApiError, RateLimitError, TransportError
+
+__all__ = ["RetryPolicy"]
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if value < 0:
+        raise ValueError(f"RetryPolicy.{attribute.name} must be >= 0, got {value!r}")
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How a client retries failed requests. Frozen; pass one to ``HealthClient(retry=...)`` or per call.
+
+    **What is retried.** A failure is retried when it is transient: a transport error (connection refused or
+    reset, DNS, a timeout, a body cut mid-way), HTTP 429, or a status in :attr:`retry_statuses` (by default
+    408, 500, 502, 503, 504).
+
+    **Idempotency rule.** Describe, list and profile are reads and retry on every transient failure.
+    Upload and aadhaar init are *not idempotent*: a repeated upload can create a duplicate document, and a
+    repeated aadhaar init sends another SMS (ABDM answers its own rate limits with HTTP 500, so retrying a 500
+    can lock the user out for 24 hours). They are retried **only when the request cannot have reached the
+    server** (connection refused, DNS failure, connect timeout), unless :attr:`retry_non_idempotent` is set.
+
+    **How long to wait.** A ``Retry-After`` header (seconds or HTTP date) is honoured, capped at
+    :attr:`retry_after_cap`. Otherwise the wait is exponential with jitter:
+    ``min(base_delay * 2**(n-1), max_delay) * (1 - jitter * random())`` before attempt ``n+1``.
+
+    **When to give up.** After :attr:`attempts` attempts in all (1 means never retry), or when the next wait
+    would end after :attr:`deadline` seconds from the first attempt. The last error is raised as it was.
+    """
+
+    attempts: int = attrs.field(default=C.DEFAULT_RETRY_ATTEMPTS)
+    """Total attempts including the first; ``1`` disables retries."""
+    base_delay: float = attrs.field(default=C.DEFAULT_RETRY_BASE_DELAY, validator=_non_negative)
+    """Wait before the second attempt, doubled for each further one (seconds)."""
+    max_delay: float = attrs.field(default=C.DEFAULT_RETRY_MAX_DELAY, validator=_non_negative)
+    """Upper bound of the exponential wait (seconds)."""
+    deadline: float | None = attrs.field(default=60.0)
+    """Give up when the next wait would end later than this many seconds after the first attempt began."""
+    retry_after_cap: float = attrs.field(default=C.DEFAULT_RETRY_AFTER_CAP, validator=_non_negative)
+    """Longest server-requested ``Retry-After`` wait honoured (seconds); longer requests are cut to this."""
+    jitter: float = attrs.field(default=0.25)
+    """Fraction of the exponential wait removed at random, to spread retries of many workers."""
+    retry_statuses: frozenset[int] = attrs.field(default=frozenset({408, 500, 502, 503, 504}), converter=frozenset)
+    """Statuses retried besides 429."""
+    retry_non_idempotent: bool = False
+    """Opt in to retrying upload and aadhaar init on every transient failure (may duplicate work)."""
+
+    @attempts.validator
+    def _check_attempts(self, _: attrs.Attribute[int], value: int) -> None:
+        if value < 1:
+            raise ValueError(f"RetryPolicy.attempts must be >= 1, got {value!r}")
+
+    @deadline.validator
+    def _check_deadline(self, _: attrs.Attribute[float | None], value: float | None) -> None:
+        if value is not None and value <= 0:
+            raise ValueError(f"RetryPolicy.deadline must be > 0 or None, got {value!r}")
+
+    @jitter.validator
+    def _check_jitter(self, _: attrs.Attribute[float], value: float) -> None:
+        if not 0 <= value <= 1:
+            raise ValueError(f"RetryPolicy.jitter must be within [0, 1], got {value!r}")
+
+    @classmethod
+    def never(cls) -> RetryPolicy:
+        """A policy that makes exactly one attempt."""
+        return cls(attempts=1)
+
+    def should_retry(self, exc: BaseException, *, idempotent: bool) -> bool:
+        """Whether ``exc``, raised by one attempt of a request, is worth another attempt."""
+        if isinstance(exc, TransportError):
+            return idempotent or self.retry_non_idempotent or not exc.sent
+        if not (idempotent or self.retry_non_idempotent):
+            return False
+        if isinstance(exc, RateLimitError):
+            return True
+        return isinstance(exc, ApiError) and exc.status in self.retry_statuses
+
+    def delay(self, attempt: int, exc: BaseException | None, *, rand: Callable[[], float] = random.random) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based) before the next one."""
+        retry_after: float | None = exc.retry_after if isinstance(exc, ApiError) else None
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_cap)
+        backoff = min(self.base_delay * 2 ** (attempt - 1), self.max_delay)
+        return backoff * (1 - self.jitter * rand())
+
+
+def retry_reason(exc: BaseException) -> str:
+    """A short, identifier-free reason for the retry log."""
+    return f"HTTP {exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
