@@ -52,11 +52,11 @@ def test_path_segment_rejects_non_strings() -> None:
         path_segment("oid", 123)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("value", ["tok\r\nX-Injected: 1", "tok\n", "a\x00b", ""])
+@pytest.mark.parametrize("value", ["s3cr3t\r\nX-Injected: 1", "s3cr3t\n", "s3\x00cr3t", ""])
 def test_header_values_with_control_characters_are_refused(value: str) -> None:
     with pytest.raises(ValueError, match="token") as info:
         check_header_value("token", value)
-    assert "tok" not in str(info.value) or value == ""
+    assert "s3cr3t" not in str(info.value) and "Injected" not in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,76 @@
+"""Shared fixtures: a clean environment, fast retry policies, a mocked transport and a loopback server."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import aiohttp
+import aioresponses.core as aioresponses_core
+import pytest
+from aiohttp import web
+from aioresponses import aioresponses
+
+from health_async import RetryPolicy
+
+BASE = "https://api.test.example"
+
+#: Retries without waiting, so retry sequences take no wall time.
+FAST_RETRY = RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the developer's HEALTH_ASYNC_* settings."""
+    for name in list(os.environ):
+        if name.startswith("HEALTH_ASYNC_"):
+            monkeypatch.delenv(name)
+
+
+class _CompatResponse(aiohttp.ClientResponse):
+    """aioresponses 0.7.9 predates aiohttp 3.14, whose ClientResponse requires ``stream_writer``; supply a
+    stand-in so the mocked transport keeps working on the aiohttp our users install."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("stream_writer", types.SimpleNamespace(output_size=0))
+        super().__init__(*args, **kwargs)
+
+
+_NEEDS_COMPAT = "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters
+
+
+@pytest.fixture
+def mocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[aioresponses]:
+    """aioresponses, letting loopback through so the fake server still works beside it."""
+    if _NEEDS_COMPAT:
+        monkeypatch.setattr(aioresponses_core, "ClientResponse", _CompatResponse)
+    with aioresponses(passthrough=["http://127.0.0.1"]) as m:
+        yield m
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]]:
+    """Start a tiny aiohttp.web app on 127.0.0.1 with the given routes; returns its base URL."""
+    runners: list[web.AppRunner] = []
+
+    async def start(routes: dict[tuple[str, str], Handler]) -> str:
+        app = web.Application()
+        for (method, path), handler in routes.items():
+            app.router.add_route(method, path, handler)
+        runner = web.AppRunner(app, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
