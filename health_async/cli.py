@@ -1,0 +1,220 @@
+"""The ``health-async`` command (also ``python -m health_async``).
+
+Configured by flags or the ``HEALTH_ASYNC_*`` environment variables. Results go to stdout as JSON (one object
+per line for commands that produce many); progress and diagnostics go to stderr, with a progress bar only when
+stderr is a terminal. Exit status: 0 on success, 1 when any item failed, 2 on bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import enum
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any
+
+import attrs
+import orjson
+
+from . import _constants as C
+from ._aadhaar import mask_aadhaar
+from ._client import HealthClient
+from ._version import __version__
+from .errors import ApiError, HealthError
+
+__all__ = ["main"]
+
+
+# ------------------------------------------------------------------------ output helpers
+
+
+def to_jsonable(value: Any) -> Any:
+    """Models, enums, dates and tuples as plain JSON values."""
+    if attrs.has(type(value)):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def error_json(error: BaseException) -> dict[str, Any]:
+    """An error as JSON: its type, message and, for API errors, the status. Never the body."""
+    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, ApiError):
+        out["status"] = error.status
+    return out
+
+
+def emit(obj: Any, out: IO[str] | None = None) -> None:
+    """Write one JSON line to stdout."""
+    stream = out or sys.stdout
+    stream.write(orjson.dumps(obj).decode() + "\n")
+    stream.flush()
+
+
+class Progress:
+    """A one-line progress bar on stderr when it is a terminal; silent otherwise (piped, CI)."""
+
+    def __init__(self, label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.label = label
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def __call__(self, done: int, failed: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and done != total:
+            return
+        self._last = now
+        rate = done / max(now - self.started, 1e-9)
+        if total:
+            width = 30
+            filled = int(width * done / total)
+            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        else:
+            bar = f"{done} done"
+        self.stream.write(f"\r{self.label} {bar}  failed {failed}  {rate:,.0f}/s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+def read_ids(source: str) -> Iterator[str]:
+    """Ids one per line from a file or ``-`` (stdin), blank lines and ``#`` comments skipped, read lazily."""
+    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")
+    try:
+        for line in stream:
+            text = line.strip()
+            if text and not text.startswith("#"):
+                yield text
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+
+
+# ------------------------------------------------------------------------ commands
+
+
+def make_client(args: argparse.Namespace) -> HealthClient:
+    """A client from the flags, falling back to the environment."""
+    overrides: dict[str, Any] = {}
+    for name in ("base_url", "token", "client_id", "user_id", "key_id"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "timeout", None) is not None:
+        overrides["timeout"] = args.timeout
+    if getattr(args, "insecure_http", False):
+        overrides["allow_insecure_http"] = True
+    return HealthClient.from_env(**overrides)
+
+
+async def cmd_describe(client: HealthClient, args: argparse.Namespace) -> int:
+    doc = await client.documents.describe(args.id)
+    emit(to_jsonable(doc))
+    return 0
+
+
+async def cmd_profile(client: HealthClient, args: argparse.Namespace) -> int:
+    profile = await client.profiles.get(args.oid)
+    emit(to_jsonable(profile))
+    return 0
+
+
+async def cmd_aadhaar_init(client: HealthClient, args: argparse.Namespace) -> int:
+    masked = mask_aadhaar(args.number)
+    try:
+        result = await client.abha.aadhaar_init(
+            args.number, validate=not args.no_validate, encrypt=True if args.encrypt else None
+        )
+    except HealthError as exc:
+        emit({"aadhaar": masked, "error": error_json(exc)})
+        return 1
+    emit({"aadhaar": masked, "hint": result.hint, "txn_id": result.txn_id})
+    return 0
+
+
+COMMANDS: dict[str, Callable[[HealthClient, argparse.Namespace], Any]] = {
+    "describe": cmd_describe,
+    "profile": cmd_profile,
+    "aadhaar-init": cmd_aadhaar_init,
+}
+
+
+# ------------------------------------------------------------------------ parser and entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    parser = argparse.ArgumentParser(
+        prog="health-async",
+        description="Client of the Health Records, ABHA registration and Profile service.",
+        epilog=f"Settings not given as flags come from {C.ENV_PREFIX}* environment variables.",
+    )
+    parser.add_argument("--version", action="version", version=f"health_async {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection (default: HEALTH_ASYNC_* environment variables)")
+    group.add_argument("--base-url", help=f"service URL (env {C.ENV_BASE_URL}; default production)")
+    group.add_argument("--token", help=f"bearer token (env {C.ENV_TOKEN}; prefer the environment)")
+    group.add_argument("--client-id", help=f"client-id header (env {C.ENV_CLIENT_ID})")
+    group.add_argument("--user-id", help=f"OID for X-Pt-Id (env {C.ENV_USER_ID})")
+    group.add_argument(
+        "--key-id", help=f"JWE kid (env {C.ENV_KEY_ID}); the key itself only from {C.ENV_ENCRYPTION_KEY}"
+    )
+    group.add_argument("--timeout", type=float, help="seconds per request (default 30)")
+    group.add_argument("--insecure-http", action="store_true", help="allow plain http:// to a non-loopback host")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("describe", parents=[common], help="describe one document (JSON)")
+    p.add_argument("id", help="document id")
+
+    p = sub.add_parser("profile", parents=[common], help="get an EMR user profile (JSON)")
+    p.add_argument("oid", help="user id (OID)")
+
+    p = sub.add_parser("aadhaar-init", parents=[common], help="start ABHA registration: send an OTP (masked output)")
+    p.add_argument("number", help="Aadhaar number (spaces and hyphens allowed)")
+    p.add_argument("--no-validate", action="store_true", help="skip the digit rules (sandbox test numbers)")
+    p.add_argument("--encrypt", action="store_true", help="send the request as a JWE envelope")
+    return parser
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Run one parsed command; returns the exit status."""
+    command = COMMANDS[args.command]
+    async with make_client(args) as client:
+        return int(await command(client, args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``health-async``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, TypeError) as exc:
+        print(f"health-async: {exc}", file=sys.stderr)
+        return 2
+    except HealthError as exc:
+        print(f"health-async: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
