@@ -8,10 +8,10 @@ from typing import Any
 import aiohttp
 import pytest
 from aioresponses import CallbackResult, aioresponses
-from health_async._aadhaar import verhoeff_digit
 from yarl import URL
 
 import health_async as ha
+from health_async._aadhaar import verhoeff_digit
 
 from .conftest import BASE, FAST_RETRY
 
