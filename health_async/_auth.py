@@ -58,6 +58,11 @@ class Auth:
         """Whether a 401 is worth a refresh (a static token cannot be refreshed)."""
         return True
 
+    def current(self) -> str | None:
+        """The token when it can be used as is, else None (then await :meth:`token`)."""
+        token = self._token
+        return None if token is None or self._stale() else token
+
     async def token(self, session: Session) -> str:
         """The token to send now."""
         token = self._token

@@ -47,6 +47,7 @@ def optional_header_value(name: str, value: str | None) -> str | None:
 
 
 _UNSAFE_SEGMENT = re.compile(r"[\x00-\x20\x7f/\\?#]")
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*")  # unreserved: needs no encoding (the common case)
 
 
 def path_segment(name: str, value: str) -> str:
@@ -58,6 +59,8 @@ def path_segment(name: str, value: str) -> str:
     that decodes ``%2F`` route the request elsewhere. Everything else (``%``, ``:``, ``@``, non-ASCII, ...)
     is percent-encoded, so the request can only ever reach the one intended path.
     """
+    if type(value) is str and _PLAIN_SEGMENT.fullmatch(value):
+        return value
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value:

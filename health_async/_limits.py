@@ -52,6 +52,12 @@ class Limits:
         """Seconds left of the current shared pause (0 when none)."""
         return max(0.0, self._paused_until - time.monotonic())
 
+    @property
+    def must_wait(self) -> bool:
+        """Whether :meth:`admit` may have to wait (a pause is on, or a rate limit is set): lets the hot path
+        skip a coroutine call per request."""
+        return self.rate is not None or self._paused_until > time.monotonic()
+
     async def admit(self) -> None:
         """Wait for the shared pause and the rate limit. Call before :meth:`slot`."""
         # a loop, not an Event: another 429 may extend the pause while we sleep

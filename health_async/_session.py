@@ -239,9 +239,10 @@ class Session:
     async def _attempt(self, req: _Request, attempt: int) -> Any:
         http = self._open()
         limits = self.limits
-        token = await self.auth.token(self)
+        token = self.auth.current() or await self.auth.token(self)
         for auth_try in (0, 1):
-            await limits.admit()
+            if limits.must_wait:
+                await limits.admit()
             async with limits.slot:
                 begun = time.monotonic()
                 status, headers, raw = await self._send(http, req, token)
@@ -265,10 +266,10 @@ class Session:
     async def _send(
         self, http: aiohttp.ClientSession, req: _Request, token: str | None
     ) -> tuple[int, Mapping[str, str], bytes]:
-        headers = dict(self._base_headers)
-        if token is not None:
-            headers[C.H_AUTHORIZATION] = f"Bearer {token}"
-        headers.update(req.headers)
+        if token is None:  # token calls bring their own headers
+            headers = {**self._base_headers, **req.headers}
+        else:
+            headers = {**self._base_headers, C.H_AUTHORIZATION: f"Bearer {token}", **req.headers}
         data: Any = None
         if req.json is not None:
             payload = orjson.dumps(req.json)
@@ -375,19 +376,48 @@ class Session:
         return task
 
 
-@attrs.frozen
 class _Request:
-    method: str
-    url: URL
-    route: str
-    operation: str
-    params: list[tuple[str, str]] | None
-    headers: Mapping[str, str]
-    json: Any
-    body: StreamBody | Callable[[], StreamBody] | None
-    idempotent: bool
-    encrypt: bool
-    timeout: aiohttp.ClientTimeout
+    """One logical request, as the chokepoint sees it (a plain slotted class: built on every call)."""
+
+    __slots__ = (
+        "body",
+        "encrypt",
+        "headers",
+        "idempotent",
+        "json",
+        "method",
+        "operation",
+        "params",
+        "route",
+        "timeout",
+        "url",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        url: URL,
+        route: str,
+        operation: str,
+        params: list[tuple[str, str]] | None,
+        headers: Mapping[str, str],
+        json: Any,
+        body: StreamBody | Callable[[], StreamBody] | None,
+        idempotent: bool,
+        encrypt: bool,
+        timeout: aiohttp.ClientTimeout,
+    ) -> None:
+        self.method = method
+        self.url = url
+        self.route = route
+        self.operation = operation
+        self.params = params
+        self.headers = headers
+        self.json = json
+        self.body = body
+        self.idempotent = idempotent
+        self.encrypt = encrypt
+        self.timeout = timeout
 
 
 def _client_timeout(total: float | None, connect: float | None) -> aiohttp.ClientTimeout:
