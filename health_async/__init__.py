@@ -86,9 +86,10 @@ __all__ = [
     "__version__",
 ]
 
-# Tracebacks and reprs read health_async.DocumentNotFound, not health_async.errors.DocumentNotFound.
+# Tracebacks read health_async.DocumentNotFound, not health_async.errors.DocumentNotFound. Only exceptions:
+# renaming the module of an attrs class would break the resolution of its annotations (cattrs needs them).
 for _name in __all__:
     _obj = globals()[_name]
-    if isinstance(_obj, type) and _obj.__module__.startswith("health_async."):
+    if isinstance(_obj, type) and issubclass(_obj, BaseException) and _obj.__module__.startswith("health_async."):
         _obj.__module__ = "health_async"
 del _name, _obj

@@ -95,7 +95,7 @@ class RetryPolicy:
         retry_after: float | None = exc.retry_after if isinstance(exc, ApiError) else None
         if retry_after is not None:
             return min(retry_after, self.retry_after_cap)
-        backoff = min(self.base_delay * 2 ** (attempt - 1), self.max_delay)
+        backoff: float = min(self.base_delay * 2 ** (attempt - 1), self.max_delay)
         return backoff * (1 - self.jitter * rand())
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from .. import _constants as C
 from .._config import NOT_GIVEN, NotGiven, path_segment
-from .._convert import structure
+from .._convert import structure, structure_document
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
 from ..errors import FileTooLarge
@@ -51,7 +51,7 @@ class Documents(Resource):
             retry=retry,
             timeout=timeout,
         )
-        return structure(data, Document)
+        return structure_document(data, document_id)
 
     async def upload(
         self,

@@ -1,0 +1,287 @@
+"""The typed results of every operation: frozen, slotted attrs classes.
+
+Every model is built from the service's JSON by the one converter in :mod:`health_async._convert`, which
+ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional field, accepts the live
+service's spellings beside the documented ones and raises
+:class:`~health_async.errors.ResponseValidationError` for a body that does not fit.
+
+Attribute names are readable; where the wire name differs, the attribute's documentation gives it.
+
+Judgement call, for bulk speed: :attr:`Document.smart_report` is parsed on first access, not with the document
+(a report holds dozens of items and most bulk jobs never read them). A malformed report therefore raises
+:class:`~health_async.errors.ResponseValidationError` on that first access rather than from ``describe``.
+
+Personal data (names, mobile, e-mail, date of birth, the OTP hint) is left out of every ``repr``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import Any, Final
+
+import attrs
+
+__all__ = [
+    "AadhaarInit",
+    "Coordinate",
+    "Document",
+    "DocumentListItem",
+    "DocumentPage",
+    "FileEntry",
+    "FileType",
+    "Profile",
+    "ReportItem",
+    "ResultFlag",
+    "SmartReport",
+    "UploadResult",
+]
+
+
+def _epoch_to_datetime(epoch: int | None) -> dt.datetime | None:
+    if epoch is None:
+        return None
+    if epoch > 100_000_000_000:  # milliseconds, as some services send
+        epoch //= 1000
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+
+
+class FileType(enum.Enum):
+    """Kind of a document's file (wire ``file_type``). ``UNKNOWN`` stands for any value not documented."""
+
+    IMG = "IMG"
+    PDF = "PDF"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def from_wire(cls, value: str | None) -> FileType:
+        """The member for a wire value; ``UNKNOWN`` for a value this version does not know (never an error)."""
+        return _FILE_TYPES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
+
+
+_FILE_TYPES: Final = {m.value: m for m in FileType}
+
+
+class ResultFlag(enum.Enum):
+    """Meaning of a report item's ``result_id`` (``sm-...`` codes). ``UNKNOWN`` for a code not documented."""
+
+    CRITICALLY_HIGH = "sm-4067205096"
+    VERY_HIGH = "sm-2631712380"
+    HIGH = "sm-1420480405"
+    BORDERLINE_HIGH = "sm-5279215230"
+    NORMAL = "sm-8146614980"
+    BORDERLINE_LOW = "sm-5279274814"
+    LOW = "sm-1220479757"
+    VERY_LOW = "sm-2631771970"
+    CRITICALLY_LOW = "sm-4067860500"
+    ABNORMAL = "sm-5379306527"
+    UNDETERMINED = "sm-5612225938"
+    UNKNOWN = "unknown"
+
+    @classmethod
+    def from_id(cls, result_id: str | None) -> ResultFlag:
+        """The flag for a ``result_id``; ``UNKNOWN`` for ``None`` or a code this version does not know."""
+        return _RESULT_FLAGS.get(result_id, cls.UNKNOWN) if isinstance(result_id, str) else cls.UNKNOWN
+
+    @property
+    def label(self) -> str:
+        """Human-readable meaning: ``"critically high"``, ``"normal"``, ..."""
+        return self.name.lower().replace("_", " ")
+
+    @property
+    def is_abnormal(self) -> bool:
+        """True for every flag outside the normal range (``ABNORMAL``, high and low ones)."""
+        return self not in _NOT_ABNORMAL
+
+
+_RESULT_FLAGS: Final = {m.value: m for m in ResultFlag}
+_NOT_ABNORMAL: Final = frozenset({ResultFlag.NORMAL, ResultFlag.UNDETERMINED, ResultFlag.UNKNOWN})
+
+
+@attrs.frozen
+class Coordinate:
+    """A point on a page of the document's file where a report value was read."""
+
+    x: float
+    y: float
+
+
+@attrs.frozen
+class ReportItem:
+    """One value of a smart report (a lab result, a vital, ...)."""
+
+    name: str | None = None
+    value: str | None = None
+    unit: str | None = None
+    #: The service's id for the unit (wire ``unit_svc_id``, or ``unit_eka_id`` on the live service).
+    unit_svc_id: str | None = None
+    #: Reference range as printed, e.g. ``"13.0-17.0"`` (wire ``range``).
+    range: str | None = None
+    result: str | None = None
+    #: The raw ``sm-...`` code; :attr:`flag` gives its meaning.
+    result_id: str | None = None
+    display_result: str | None = None
+    id: int | None = None
+    vital_id: str | None = None
+    page_num: int | None = None
+    file_index: int | None = None
+    coordinates: tuple[Coordinate, ...] = ()
+    #: The service's id for the item (wire ``svc_id``, or ``eka_id`` on the live service).
+    svc_id: str | None = None
+    is_result_editable: bool | None = None
+    #: Date of the value as an epoch number (wire ``date``).
+    date: int | None = None
+
+    @property
+    def flag(self) -> ResultFlag:
+        """What :attr:`result_id` means (``ResultFlag.UNKNOWN`` for an undocumented code)."""
+        return ResultFlag.from_id(self.result_id)
+
+
+@attrs.frozen
+class SmartReport:
+    """Values the service extracted from a document, split by whether a person verified them."""
+
+    verified: tuple[ReportItem, ...] = ()
+    unverified: tuple[ReportItem, ...] = ()
+
+    @property
+    def items(self) -> tuple[ReportItem, ...]:
+        """Verified then unverified items."""
+        return self.verified + self.unverified
+
+
+@attrs.frozen
+class FileEntry:
+    """One file of a document (an image or a PDF rendering of the same record)."""
+
+    asset_url: str | None = None
+    file_type: FileType = FileType.UNKNOWN
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+_UNSET: Final = _Unset.UNSET
+
+
+@attrs.frozen
+class Document:
+    """A document's description (``GET /mr/api/v1/docs/{id}``)."""
+
+    #: The document's id (live responses carry it; ``describe`` fills it from the request when absent).
+    document_id: str | None = None
+    #: Origin of the document, e.g. ``"androidp"``.
+    source: str | None = None
+    #: Document date as an epoch number (wire ``document_date_epoch``); see :attr:`document_date`.
+    document_date_epoch: int | None = None
+    #: Type code such as ``"lr"`` (lab report): wire ``document_type``, or ``dt`` as the schema names it.
+    document_type: str | None = None
+    tags: tuple[str, ...] = ()
+    files: tuple[FileEntry, ...] = ()
+    _smart_report_data: Any = attrs.field(default=None, repr=False, hash=False, alias="smart_report_data")
+    _smart_report: Any = attrs.field(init=False, default=_UNSET, repr=False, eq=False, hash=False)
+
+    @property
+    def smart_report(self) -> SmartReport | None:
+        """The extracted values, or ``None`` when the service sent none. Parsed on first access (cached).
+
+        Raises :class:`~health_async.errors.ResponseValidationError` if the report does not fit the model.
+        """
+        report = self._smart_report
+        if report is _UNSET:
+            from ._convert import structure
+
+            data = self._smart_report_data
+            report = None if data is None else structure(data, SmartReport)
+            object.__setattr__(self, "_smart_report", report)
+        return report  # type: ignore[no-any-return]
+
+    @property
+    def document_date(self) -> dt.datetime | None:
+        """:attr:`document_date_epoch` as an aware UTC datetime."""
+        return _epoch_to_datetime(self.document_date_epoch)
+
+
+@attrs.frozen
+class DocumentListItem:
+    """One entry of the document list (``GET /mr/api/v1/docs``), flattened from ``record.item``."""
+
+    document_id: str
+    #: Upload time as an epoch number (wire ``upload_date``).
+    upload_date: int | None = None
+    document_type: str | None = None
+    #: OID of the user the document belongs to (wire ``patient_id``).
+    patient_id: str | None = attrs.field(default=None, repr=False)
+    #: From ``metadata.title``.
+    title: str | None = attrs.field(default=None, repr=False)
+    #: From ``metadata.tags``.
+    tags: tuple[str, ...] = ()
+    #: From ``metadata.auto_tags``.
+    auto_tags: tuple[str, ...] = ()
+    #: From ``metadata.document_date`` (epoch).
+    document_date: int | None = None
+    #: From ``metadata.thumbnail``.
+    thumbnail: str | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class DocumentPage:
+    """One page of the document list; ``next_token`` is ``None`` on the last page."""
+
+    items: tuple[DocumentListItem, ...] = ()
+    next_token: str | None = None
+    source_refreshed_at: int | None = None
+
+
+@attrs.frozen
+class UploadResult:
+    """The answer to an upload: the new document's id (describe it once processing has finished)."""
+
+    document_id: str
+
+
+@attrs.frozen
+class AadhaarInit:
+    """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
+
+    #: Transaction id to pass to the next registration steps (wire ``txn_id``).
+    txn_id: str
+    #: Text saying where the OTP went, the mobile number masked (hidden from ``repr``).
+    hint: str | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class Profile:
+    """An EMR user's profile (``GET /profiles/v1/emr-user/{oid}``). Personal fields are hidden from ``repr``."""
+
+    #: The user id (wire ``oid``).
+    oid: str | None = None
+    #: Wire ``bid`` (business id).
+    business_id: str | None = None
+    #: Status short code (wire ``ps``).
+    status: str | None = None
+    #: Creation timestamp as sent (wire ``c_ate``).
+    created_at: int | None = None
+    #: Update timestamp as sent (wire ``u_ate``).
+    updated_at: int | None = None
+    #: Gender short code (wire ``gen``).
+    gender: str | None = attrs.field(default=None, repr=False)
+    #: Wire ``dob`` (``YYYY-MM-DD``).
+    date_of_birth: dt.date | None = attrs.field(default=None, repr=False)
+    #: Whether the date of birth was derived from a stated age (wire ``is_age``).
+    dob_from_age: bool | None = attrs.field(default=None, repr=False)
+    #: Wire ``fn``.
+    first_name: str | None = attrs.field(default=None, repr=False)
+    #: Wire ``ln``.
+    last_name: str | None = attrs.field(default=None, repr=False)
+    #: Wire ``fln``.
+    full_name: str | None = attrs.field(default=None, repr=False)
+    #: Wire ``bg``.
+    blood_group: str | None = attrs.field(default=None, repr=False)
+    #: With the country prefix (wire ``mobile``).
+    mobile: str | None = attrs.field(default=None, repr=False)
+    email: str | None = attrs.field(default=None, repr=False)
+    #: Wire ``s``.
+    salutation: str | None = attrs.field(default=None, repr=False)

@@ -1,0 +1,339 @@
+"""Every model parsed from the vendor's own examples, the live variants, and bodies that do not fit."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import attrs
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import health_async as ha
+from health_async._convert import structure, structure_document, unstructure
+from health_async.models import (
+    AadhaarInit,
+    Document,
+    DocumentPage,
+    FileType,
+    Profile,
+    ReportItem,
+    ResultFlag,
+    SmartReport,
+    UploadResult,
+)
+
+# The describe example of vendor/records.yaml (getDocument), verbatim.
+VENDOR_DOCUMENT: dict[str, Any] = {
+    "source": "androidp",
+    "document_date_epoch": 1614556800,
+    "document_type": "lr",
+    "tags": ["covid"],
+    "files": [
+        {
+            "asset_url": "https://sample-lab-report.s3.ap-south-1.amazonaws.com/161494290947153/2df9e795-d368-4ceb-be9d-b44281703827/0cb1277e-1c4d-42cc-acd1-9630497e4f9d.jpeg",
+            "file_type": "IMG",
+        },
+        {
+            "asset_url": "https://sample-lab-report.s3.ap-south-1.amazonaws.com/161494290947153/2df9e795-d368-4ceb-be9d-b44281703827/0cb1277e-1c4d-42cc-acd1-9630497e4f9d.pdf",
+            "file_type": "PDF",
+        },
+    ],
+}
+
+# A smart report item as the interface names it (svc_id / unit_svc_id) and as the live service does (eka_id ...).
+ITEM_INTERFACE: dict[str, Any] = {
+    "name": "Haemoglobin",
+    "value": "13.2",
+    "unit": "g/dL",
+    "unit_svc_id": "unit-1",
+    "range": "13.0-17.0",
+    "result": "Normal",
+    "result_id": "sm-8146614980",
+    "display_result": "Normal",
+    "id": 7,
+    "vital_id": "lb-1",
+    "page_num": 1,
+    "file_index": 0,
+    "coordinates": [{"x": 0.1, "y": 0.25}, {"x": 1, "y": 2}],
+    "svc_id": "item-1",
+    "is_result_editable": True,
+    "date": 1614556800,
+}
+ITEM_LIVE = {k: v for k, v in ITEM_INTERFACE.items() if k not in ("svc_id", "unit_svc_id")} | {
+    "eka_id": "item-1",
+    "unit_eka_id": "unit-1",
+    "result_id": "sm-1420480405",
+}
+
+# The EmrUserProfile example of vendor/patient_directory.yml.
+VENDOR_PROFILE = {
+    "oid": "175074536120088",
+    "bid": "77088166996724",
+    "ps": "S",
+    "c_ate": 1750745358,
+    "u_ate": 1750745358,
+    "gen": "M",
+    "dob": "2000-01-02",
+    "is_age": True,
+    "fn": "Eka",
+    "ln": "User",
+    "fln": "Eka User",
+    "bg": "B+",
+    "mobile": "+911201201201",
+    "email": "eka.user@example.com",
+    "s": "Mr.",
+}
+
+
+def test_vendor_document_example() -> None:
+    doc = structure_document(VENDOR_DOCUMENT, "2df9e795")
+    assert doc.document_id == "2df9e795"
+    assert doc.source == "androidp"
+    assert doc.document_type == "lr"
+    assert doc.tags == ("covid",)
+    assert doc.document_date == dt.datetime(2021, 3, 1, tzinfo=dt.UTC)
+    assert [f.file_type for f in doc.files] == [FileType.IMG, FileType.PDF]
+    assert doc.files[1].asset_url is not None and doc.files[1].asset_url.endswith(".pdf")
+    assert doc.smart_report is None  # the example has none
+
+
+def test_document_id_in_body_wins_over_the_requested_one() -> None:
+    assert structure_document({"document_id": "from-body"}, "asked").document_id == "from-body"
+
+
+def test_schema_spelling_dt_is_accepted() -> None:
+    assert structure_document({"dt": "ps"}).document_type == "ps"
+    assert structure_document({"dt": "ps", "document_type": "lr"}).document_type == "lr"
+
+
+def test_unknown_keys_are_ignored_and_missing_fields_are_none() -> None:
+    doc = structure_document({"patient_name": "x", "user_tags": [], "files": [{"masked_file": "u"}]})
+    assert doc == Document(files=(ha.FileEntry(),))
+    assert doc.source is None and doc.document_date is None and doc.tags == ()
+    assert doc.files[0].file_type is FileType.UNKNOWN
+
+
+@pytest.mark.parametrize("item", [ITEM_INTERFACE, ITEM_LIVE], ids=["interface", "live"])
+def test_smart_report_both_spellings(item: dict[str, Any]) -> None:
+    doc = structure_document({**VENDOR_DOCUMENT, "smart_report": {"verified": [item], "unverified": [item]}})
+    report = doc.smart_report
+    assert isinstance(report, SmartReport)
+    assert len(report.items) == 2
+    parsed = report.verified[0]
+    assert parsed.svc_id == "item-1" and parsed.unit_svc_id == "unit-1"
+    assert parsed.coordinates[1] == ha.Coordinate(x=1.0, y=2.0)
+    assert parsed.page_num == 1 and parsed.is_result_editable is True
+    assert doc.smart_report is report  # parsed once, cached
+
+
+def test_result_flags() -> None:
+    assert ResultFlag.from_id("sm-8146614980") is ResultFlag.NORMAL
+    assert ResultFlag.from_id("sm-4067205096") is ResultFlag.CRITICALLY_HIGH
+    assert ResultFlag.from_id("sm-0000000000") is ResultFlag.UNKNOWN
+    assert ResultFlag.from_id(None) is ResultFlag.UNKNOWN
+    assert ResultFlag.CRITICALLY_LOW.label == "critically low"
+    assert ResultFlag.HIGH.is_abnormal and not ResultFlag.NORMAL.is_abnormal
+    assert len({m.value for m in ResultFlag}) == 12
+
+
+def test_unknown_result_id_does_not_break_parsing() -> None:
+    item = structure({"verified": [{"result_id": "sm-new-code"}]}, SmartReport).verified[0]
+    assert item.result_id == "sm-new-code"
+    assert item.flag is ResultFlag.UNKNOWN
+
+
+def test_malformed_report_raises_on_first_access_only() -> None:
+    doc = structure_document({"smart_report": {"verified": [{"coordinates": [{"x": "left"}]}]}})
+    with pytest.raises(ha.ResponseValidationError, match="field x"):
+        _ = doc.smart_report
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ([], "document"),
+        ("text", "document"),
+        ({"document_type": 5.5}, "document_type"),
+        ({"tags": "covid"}, "tags"),
+        ({"tags": [1]}, "tags"),
+        ({"files": {}}, "files"),
+        ({"files": ["x"]}, "files"),
+        ({"smart_report": []}, "smart_report"),
+        ({"document_date_epoch": "yesterday"}, "document_date_epoch"),
+    ],
+)
+def test_documents_that_do_not_fit(body: Any, field: str) -> None:
+    with pytest.raises(ha.ResponseValidationError, match=field) as info:
+        structure_document(body)
+    assert isinstance(info.value, ha.HealthError)
+
+
+def test_numbers_sent_as_strings_or_floats_are_accepted() -> None:
+    doc = structure_document({"document_date_epoch": "1614556800"})
+    assert doc.document_date_epoch == 1614556800
+    assert structure({"id": 3.0, "page_num": "2"}, ReportItem).id == 3
+
+
+def test_vendor_profile_example() -> None:
+    prof = structure(VENDOR_PROFILE, Profile)
+    assert prof.oid == "175074536120088"
+    assert prof.business_id == "77088166996724"
+    assert prof.status == "S"
+    assert prof.created_at == 1750745358
+    assert prof.gender == "M"
+    assert prof.date_of_birth == dt.date(2000, 1, 2)
+    assert prof.dob_from_age is True
+    assert (prof.first_name, prof.last_name, prof.full_name) == ("Eka", "User", "Eka User")
+    assert prof.blood_group == "B+"
+    assert prof.mobile == "+911201201201"
+    assert prof.email == "eka.user@example.com"
+    assert prof.salutation == "Mr."
+
+
+def test_profile_repr_has_no_personal_data() -> None:
+    text = repr(structure(VENDOR_PROFILE, Profile))
+    for secret in ("1201201201", "eka.user@example.com", "Eka", "2000", "B+", "Mr."):
+        assert secret not in text
+    assert "175074536120088" in text
+
+
+@pytest.mark.parametrize("body", [{"dob": "02/01/2000"}, {"is_age": "yes"}, {"fn": ["E"]}, {"c_ate": "soon"}, [], None])
+def test_profiles_that_do_not_fit(body: Any) -> None:
+    with pytest.raises(ha.ResponseValidationError, match="Profile"):
+        structure(body, Profile)
+
+
+def test_profile_datetime_dob_and_missing_fields() -> None:
+    prof = structure({"oid": "1", "dob": "2000-01-02T00:00:00Z"}, Profile)
+    assert prof.date_of_birth == dt.date(2000, 1, 2)
+    assert prof.first_name is None and prof.mobile is None
+
+
+def test_aadhaar_init_vendor_example_and_null_hint() -> None:
+    init = structure(
+        {"hint": "OTP sent successfully to your mobile number ******90973", "txn_id": "5d060cad-a93b-4edf"},
+        AadhaarInit,
+    )
+    assert init.txn_id == "5d060cad-a93b-4edf"
+    assert init.hint is not None and init.hint.endswith("90973")
+    assert "90973" not in repr(init)
+    assert structure({"hint": None, "txn_id": "t"}, AadhaarInit).hint is None
+
+
+def test_aadhaar_init_without_txn_id_does_not_fit() -> None:
+    with pytest.raises(ha.ResponseValidationError, match="txn_id is missing"):
+        structure({"hint": "sent"}, AadhaarInit)
+
+
+def test_upload_result() -> None:
+    assert structure({"document_id": "8570e23d"}, UploadResult) == UploadResult("8570e23d")
+    with pytest.raises(ha.ResponseValidationError):
+        structure({"message": "Forbidden"}, UploadResult)
+
+
+def test_document_page_flattens_records() -> None:
+    body = {
+        "items": [
+            {
+                "record": {
+                    "item": {
+                        "document_id": "df04c7e6",
+                        "upload_date": 1722929975,
+                        "document_type": "lr",
+                        "patient_id": "161494290947153",
+                        "metadata": {
+                            "title": "CBC",
+                            "tags": ["a"],
+                            "auto_tags": ["TYPE_TAG_SMART"],
+                            "document_date": 5,
+                        },
+                    }
+                }
+            },
+            {"record": {"item": {"document_id": "second"}}},
+        ],
+        "next_token": "20",
+        "source_refreshed_at": None,
+    }
+    page = structure(body, DocumentPage)
+    assert [i.document_id for i in page.items] == ["df04c7e6", "second"]
+    first = page.items[0]
+    assert (first.upload_date, first.title, first.tags, first.auto_tags) == (
+        1722929975,
+        "CBC",
+        ("a",),
+        ("TYPE_TAG_SMART",),
+    )
+    assert page.next_token == "20"
+    assert structure({"items": [], "next_token": ""}, DocumentPage).next_token is None
+    with pytest.raises(ha.ResponseValidationError, match="document_id"):
+        structure({"items": [{"record": {"item": {}}}]}, DocumentPage)
+
+
+def test_models_are_frozen_and_hashable() -> None:
+    doc = structure_document({**VENDOR_DOCUMENT, "smart_report": {"verified": [ITEM_LIVE]}})
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        doc.source = "x"  # type: ignore[misc]
+    assert hash(doc) == hash(structure_document({**VENDOR_DOCUMENT, "smart_report": {"verified": [ITEM_LIVE]}}))
+
+
+def test_unstructure_gives_readable_json() -> None:
+    doc = structure_document({**VENDOR_DOCUMENT, "smart_report": {"verified": [ITEM_LIVE]}}, "d1")
+    out = orjson.loads(orjson.dumps(unstructure(doc)))
+    assert out["document_id"] == "d1"
+    assert out["files"][0]["file_type"] == "IMG"
+    assert out["smart_report"]["verified"][0]["flag"] == "HIGH"
+    assert out["smart_report"]["verified"][0]["svc_id"] == "item-1"
+    prof = unstructure(structure(VENDOR_PROFILE, Profile))
+    assert prof["date_of_birth"] == "2000-01-02" and prof["first_name"] == "Eka"
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    max_leaves=20,
+)
+_keys = st.sampled_from(
+    [
+        "document_type",
+        "dt",
+        "tags",
+        "files",
+        "smart_report",
+        "verified",
+        "unverified",
+        "coordinates",
+        "x",
+        "y",
+        "dob",
+        "fn",
+        "txn_id",
+        "items",
+        "record",
+        "item",
+        "document_id",
+        "next_token",
+        "id",
+        "date",
+        "file_type",
+    ]
+)
+_shaped = st.dictionaries(_keys, _json | st.dictionaries(_keys, _json, max_size=4), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_json | _shaped)
+def test_any_json_parses_or_raises_response_validation_error(body: Any) -> None:
+    for cls in (Profile, AadhaarInit, UploadResult, DocumentPage, SmartReport):
+        try:
+            structure(body, cls)
+        except ha.ResponseValidationError:
+            pass
+    try:
+        doc = structure_document(body)
+        _ = doc.smart_report
+    except ha.ResponseValidationError:
+        pass
