@@ -9,6 +9,8 @@ import re
 from typing import Final, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
+from .errors import InvalidRequest
+
 __all__ = ["NOT_GIVEN", "NotGiven", "check_header_value", "normalize_base_url", "path_segment"]
 
 T = TypeVar("T")
@@ -53,10 +55,11 @@ _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*")  # unreserved: ne
 def path_segment(name: str, value: str) -> str:
     """Percent-encode ``value`` into exactly one URL path segment, or refuse it.
 
-    Refused with ``ValueError`` (the value is not shown): non-strings, empty values, ``.`` and ``..``, and any
-    value containing ``/``, ``\\``, ``?``, ``#``, whitespace or control characters. Ids of this service are
-    opaque tokens (UUIDs, OIDs) that never contain these; encoding them instead would let a server or proxy
-    that decodes ``%2F`` route the request elsewhere. Everything else (``%``, ``:``, ``@``, non-ASCII, ...)
+    Refused with :class:`~health_async.errors.InvalidRequest`, a ``ValueError`` (the value is not shown):
+    empty values, ``.`` and ``..``, and any value containing ``/``, ``\\``, ``?``, ``#``, whitespace or control
+    characters (non-strings raise ``TypeError``). Ids of this service are opaque tokens (UUIDs, OIDs) that
+    never contain these; encoding them instead would let a server or proxy that decodes ``%2F`` route the
+    request elsewhere. Everything else (``%``, ``:``, ``@``, non-ASCII, ...)
     is percent-encoded, so the request can only ever reach the one intended path.
     """
     if type(value) is str and _PLAIN_SEGMENT.fullmatch(value):
@@ -64,9 +67,9 @@ def path_segment(name: str, value: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value:
-        raise ValueError(f"{name} must not be empty")
+        raise InvalidRequest(f"{name} must not be empty")
     if value in (".", "..") or _UNSAFE_SEGMENT.search(value):
-        raise ValueError(
+        raise InvalidRequest(
             f"{name} must be a single path segment: no '/', '\\', '?', '#', '..', spaces or control characters"
         )
     return quote(value, safe="")

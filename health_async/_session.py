@@ -81,7 +81,7 @@ class Session:
         self._closed = False
         self._limits: Limits | None = None
         self._timeout = _client_timeout(config.timeout, config.connect_timeout)
-        self._base_headers: dict[str, str] = {"User-Agent": USER_AGENT}
+        self._base_headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         if config.client_id is not None:
             self._base_headers[C.H_CLIENT_ID] = config.client_id
         self.tasks: set[asyncio.Task[Any]] = set()

@@ -42,6 +42,7 @@ __all__ = [
     "FileTooLarge",
     "HealthError",
     "InvalidAadhaarNumber",
+    "InvalidRequest",
     "NotFoundError",
     "ProfileNotFound",
     "RateLimitError",
@@ -193,11 +194,18 @@ class ClientClosedError(HealthError, RuntimeError):
     """The client was used after :meth:`HealthClient.aclose`."""
 
 
-class FileTooLarge(HealthError, ValueError):
+class InvalidRequest(HealthError, ValueError):
+    """The call's input was refused before anything was sent (a bad id, an unreadable or empty file, ...).
+
+    Also a ``ValueError``. Bulk helpers report it in the failing item's result instead of stopping the batch.
+    """
+
+
+class FileTooLarge(InvalidRequest):
     """An upload larger than the size limit; nothing was sent."""
 
 
-class InvalidAadhaarNumber(HealthError, ValueError):
+class InvalidAadhaarNumber(InvalidRequest):
     """An Aadhaar number that breaks a rule; nothing was sent. The message names the rule, never the number."""
 
 

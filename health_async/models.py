@@ -18,13 +18,19 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any, Final
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+
+if TYPE_CHECKING:
+    from ._files import FileInput
+    from .errors import HealthError
 
 __all__ = [
     "AadhaarInit",
     "Coordinate",
+    "DescribeResult",
     "Document",
     "DocumentListItem",
     "DocumentPage",
@@ -34,6 +40,7 @@ __all__ = [
     "ReportItem",
     "ResultFlag",
     "SmartReport",
+    "UploadOutcome",
     "UploadResult",
 ]
 
@@ -285,3 +292,45 @@ class Profile:
     email: str | None = attrs.field(default=None, repr=False)
     #: Wire ``s``.
     salutation: str | None = attrs.field(default=None, repr=False)
+
+
+@attrs.frozen
+class DescribeResult:
+    """One item of :meth:`~health_async.resources.documents.Documents.describe_many`.
+
+    Exactly one of :attr:`document` and :attr:`error` is set.
+    """
+
+    document_id: str
+    document: Document | None = None
+    #: Why this id failed (``DocumentNotFound``, ``ServerError`` after retries, ``InvalidRequest``, ...).
+    error: HealthError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the document was described."""
+        return self.error is None
+
+
+def _source_repr(source: object) -> str:
+    # Paths are shown; bytes and file objects only by type (their content may be health data).
+    return repr(source) if isinstance(source, str | PurePath) else f"<{type(source).__name__}>"
+
+
+@attrs.frozen
+class UploadOutcome:
+    """One item of :meth:`~health_async.resources.documents.Documents.upload_many`.
+
+    Exactly one of :attr:`result` and :attr:`error` is set.
+    """
+
+    #: The input as given (a path, bytes or a file object).
+    source: FileInput = attrs.field(repr=_source_repr)
+    result: UploadResult | None = None
+    #: Why this file failed (``FileTooLarge``, ``InvalidRequest`` for a missing file, ``ServerError``, ...).
+    error: HealthError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the file was uploaded."""
+        return self.error is None
