@@ -1,0 +1,99 @@
+"""The encrypted upload body, produced chunk by chunk while it is sent: peak memory does not grow with the file.
+
+The plaintext is ``{"file":"<standard padded base64 of the file>"}`` (the service's ``{"file": base64}``, written
+without spaces); the body is the JSON envelope ``{"protected":..,"iv":..[,"kid":..],"ciphertext":..,"tag":..}``,
+with ``ciphertext`` before ``tag`` because the tag is known only once the last block is encrypted. Every size is
+computed up front, so the request carries an exact ``Content-Length`` (no chunked encoding).
+
+Per file chunk (768 KiB, a multiple of 3 so the base64 needs no carry): base64 it, AES-CBC-encrypt it (the
+encryptor buffers partial blocks), feed the ciphertext to the HMAC, base64url it with a carry of ``len % 3``
+bytes. That work runs in a worker thread, one chunk at a time, so the event loop keeps serving other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+from collections.abc import AsyncIterator, Callable
+
+import orjson
+import pybase64
+from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
+from ._files import CHUNK_SIZE, FileSource
+from .jwe import DEFAULT_PROTECTED, JweKey
+
+__all__ = ["encrypted_upload_body", "plaintext_size"]
+
+_OPEN = b'{"file":"'
+_CLOSE = b'"}'
+_B64URL_TAIL = {0: 0, 1: 2, 2: 3}
+
+
+def plaintext_size(file_size: int) -> int:
+    """Bytes of ``{"file":"<base64>"}`` for a file of ``file_size`` bytes."""
+    return len(_OPEN) + 4 * ((file_size + 2) // 3) + len(_CLOSE)
+
+
+def _b64url_len(n: int) -> int:
+    return 4 * (n // 3) + _B64URL_TAIL[n % 3]
+
+
+def encrypted_upload_body(
+    source: FileSource, key: JweKey, *, kid: str | None = None
+) -> tuple[int, Callable[[], AsyncIterator[bytes]]]:
+    """The exact size of the encrypted upload body for ``source`` and a factory streaming it.
+
+    Each call of the factory starts from the beginning with a new IV (a retry sends a fresh envelope).
+    """
+    if kid is not None and (type(kid) is not str or not kid.isprintable()):
+        raise ValueError("key_id must be a printable str")
+    ciphertext_size = (plaintext_size(source.size) // 16 + 1) * 16
+    protected = DEFAULT_PROTECTED.encode("ascii")
+    kid_part = b',"kid":' + orjson.dumps(kid) if kid is not None else b""
+
+    def head(iv_b64: bytes) -> bytes:
+        return b'{"protected":"' + protected + b'","iv":"' + iv_b64 + b'"' + kid_part + b',"ciphertext":"'
+
+    tail_size = len(b'","tag":"') + _b64url_len(16) + len(b'"}')
+    size = len(head(b"x" * _b64url_len(16))) + _b64url_len(ciphertext_size) + tail_size
+
+    async def body() -> AsyncIterator[bytes]:
+        iv = os.urandom(16)
+        encryptor = Cipher(key._aes, modes.CBC(iv)).encryptor()
+        mac = hmac.new(key._mac, protected, hashlib.sha256)
+        mac.update(iv)
+        carry = b""
+
+        def seal(plain: bytes, last: bool) -> bytes:
+            nonlocal carry
+            ciphertext = encryptor.update(plain)
+            if last:
+                ciphertext += encryptor.finalize()
+            mac.update(ciphertext)
+            data = carry + ciphertext if carry else ciphertext
+            cut = len(data) - len(data) % 3
+            carry = data[cut:]
+            out = pybase64.urlsafe_b64encode(memoryview(data)[:cut]) if cut else b""
+            if last and carry:
+                out += pybase64.urlsafe_b64encode(carry).rstrip(b"=")
+            return out
+
+        yield head(pybase64.urlsafe_b64encode(iv).rstrip(b"="))
+        prefix = _OPEN
+        pending = b""  # file bytes not yet base64-encoded (only if a read came back short of a multiple of 3)
+        async for chunk in source.chunks(CHUNK_SIZE):
+            data = pending + chunk if pending else chunk
+            cut = len(data) - len(data) % 3
+            pending = bytes(data[cut:])
+            plain = prefix + pybase64.b64encode(memoryview(data)[:cut]) if prefix else pybase64.b64encode(data[:cut])
+            prefix = b""
+            yield await asyncio.to_thread(seal, plain, False)
+        pad = 16 - plaintext_size(source.size) % 16
+        yield seal(prefix + pybase64.b64encode(pending) + _CLOSE + bytes((pad,)) * pad, True)
+        mac.update((len(protected) * 8).to_bytes(8, "big"))
+        yield b'","tag":"' + pybase64.urlsafe_b64encode(mac.digest()[:16]).rstrip(b"=") + b'"}'
+
+    return size, body
