@@ -120,7 +120,9 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
 
 
 def _b64url(data: bytes | bytearray | memoryview) -> str:
-    return pybase64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    encoded = pybase64.urlsafe_b64encode(data)
+    unpadded = len(encoded) - (-len(data) % 3)  # drop the '=' without another copy of the whole text
+    return str(memoryview(encoded)[:unpadded], "ascii")
 
 
 def _b64url_decode(value: object) -> bytes:
