@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import enum
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any
 
-import attrs
 import orjson
 
 from . import _constants as C
 from ._aadhaar import mask_aadhaar
 from ._client import HealthClient
+from ._convert import unstructure
 from ._version import __version__
 from .errors import ApiError, HealthError
 
@@ -29,21 +27,6 @@ __all__ = ["main"]
 
 
 # ------------------------------------------------------------------------ output helpers
-
-
-def to_jsonable(value: Any) -> Any:
-    """Models, enums, dates and tuples as plain JSON values."""
-    if attrs.has(type(value)):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, dt.date | dt.datetime):
-        return value.isoformat()
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    return value
 
 
 def error_json(error: BaseException) -> dict[str, Any]:
@@ -130,13 +113,60 @@ def make_client(args: argparse.Namespace) -> HealthClient:
 
 async def cmd_describe(client: HealthClient, args: argparse.Namespace) -> int:
     doc = await client.documents.describe(args.id)
-    emit(to_jsonable(doc))
+    emit(unstructure(doc))
     return 0
+
+
+async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> int:
+    progress = Progress("describe", enabled=None if not args.quiet else False)
+    failed = 0
+    try:
+        async for r in client.documents.describe_many(
+            read_ids(args.ids), concurrency=args.concurrency, ordered=args.ordered, progress=progress
+        ):
+            if r.error is not None:
+                failed += 1
+                emit({"document_id": r.document_id, "error": error_json(r.error)})
+            else:
+                emit({"document_id": r.document_id, "document": unstructure(r.document)})
+    finally:
+        progress.close()
+    return 1 if failed else 0
+
+
+async def cmd_list(client: HealthClient, args: argparse.Namespace) -> int:
+    async for item in client.documents.list(updated_after=args.updated_after):
+        emit(unstructure(item))
+    return 0
+
+
+async def cmd_upload(client: HealthClient, args: argparse.Namespace) -> int:
+    progress = Progress("upload", enabled=None if not args.quiet else False)
+    failed = 0
+    try:
+        async for o in client.documents.upload_many(
+            args.files,
+            tasks=args.task or ["smart"],
+            document_type=args.document_type,
+            encrypt=True if args.encrypt else None,
+            concurrency=args.concurrency,
+            ordered=True,
+            progress=progress,
+        ):
+            if o.error is not None:
+                failed += 1
+                emit({"file": str(o.source), "error": error_json(o.error)})
+            else:
+                assert o.result is not None
+                emit({"file": str(o.source), "document_id": o.result.document_id})
+    finally:
+        progress.close()
+    return 1 if failed else 0
 
 
 async def cmd_profile(client: HealthClient, args: argparse.Namespace) -> int:
     profile = await client.profiles.get(args.oid)
-    emit(to_jsonable(profile))
+    emit(unstructure(profile))
     return 0
 
 
@@ -153,11 +183,38 @@ async def cmd_aadhaar_init(client: HealthClient, args: argparse.Namespace) -> in
     return 0
 
 
-COMMANDS: dict[str, Callable[[HealthClient, argparse.Namespace], Any]] = {
+COMMANDS: dict[str, Callable[[HealthClient, argparse.Namespace], Awaitable[int]]] = {
     "describe": cmd_describe,
+    "describe-many": cmd_describe_many,
+    "list": cmd_list,
+    "upload": cmd_upload,
     "profile": cmd_profile,
     "aadhaar-init": cmd_aadhaar_init,
 }
+
+
+# ------------------------------------------------------------------------ commands that need no account
+
+
+async def run_fake_server(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
+    """``fake-server``: serve the fake service until interrupted; print how to point a client at it."""
+    from .testing import FakeHealthServer
+
+    stream = out or sys.stdout
+    async with FakeHealthServer(host=args.host, port=args.port, seed=args.seed) as server:
+        data = server.data
+        stream.write(
+            f"fake health service on {server.url} (Ctrl-C to stop)\n"
+            f"export {C.ENV_BASE_URL}={server.url}\n"
+            f"export {C.ENV_TOKEN}={server.token}\n"
+            f"export {C.ENV_CLIENT_ID}={server.client_id}\n"
+            f"export {C.ENV_USER_ID}={data.user_ids[0]}\n"
+            f"export {C.ENV_ENCRYPTION_KEY}={server.encryption_key}\n"
+            f"export {C.ENV_KEY_ID}={server.key_id}\n"
+        )
+        stream.flush()
+        await asyncio.Event().wait()
+    return 0  # pragma: no cover - only reached by cancellation
 
 
 # ------------------------------------------------------------------------ parser and entry point
@@ -187,6 +244,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", parents=[common], help="describe one document (JSON)")
     p.add_argument("id", help="document id")
 
+    p = sub.add_parser(
+        "describe-many",
+        parents=[common],
+        help="describe many documents: ids from a file or stdin, JSON lines out",
+        description="Describe every id (one per line) of FILE, or of stdin with '-'. Writes one JSON line per id, "
+        "failures included ({'document_id', 'error'}); exits 1 if any id failed.",
+    )
+    p.add_argument("ids", nargs="?", default="-", metavar="FILE", help="file of ids, one per line (default: stdin)")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
+    p.add_argument("--ordered", action="store_true", help="write results in input order")
+    p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+
+    p = sub.add_parser("list", parents=[common], help="list a user's documents (JSON lines)")
+    p.add_argument("--updated-after", type=int, metavar="EPOCH", help="only documents updated after this time")
+
+    p = sub.add_parser(
+        "upload",
+        parents=[common],
+        help="upload files (JSON lines out)",
+        description="Upload each FILE (10 MB at most each); one JSON line per file; exits 1 if any failed.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="files to upload")
+    p.add_argument("--task", action="append", help="processing task, repeatable: smart (default), pii, classification")
+    p.add_argument("--document-type", help="document type code sent as dt, e.g. lr")
+    p.add_argument("--encrypt", action="store_true", help=f"send JWE-encrypted (key from {C.ENV_ENCRYPTION_KEY})")
+    p.add_argument("--concurrency", type=int, default=4, help="uploads in flight (default 4)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+
     p = sub.add_parser("profile", parents=[common], help="get an EMR user profile (JSON)")
     p.add_argument("oid", help="user id (OID)")
 
@@ -194,11 +279,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("number", help="Aadhaar number (spaces and hyphens allowed)")
     p.add_argument("--no-validate", action="store_true", help="skip the digit rules (sandbox test numbers)")
     p.add_argument("--encrypt", action="store_true", help="send the request as a JWE envelope")
+
+    p = sub.add_parser(
+        "fake-server",
+        help="run the built-in fake service (for trying the CLI and testing your code)",
+        description="Serve the fake service on HOST:PORT until Ctrl-C, and print the environment to use it.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fake data")
+
+    p = sub.add_parser(
+        "demo",
+        help="run every operation against the built-in fake service (no account needed)",
+        description="Start the fake service in-process and run every operation, encrypted ones too, then a bulk "
+        "describe under injected faults; prints a summary. Exits 1 if anything did not go as expected.",
+    )
+    p.add_argument("--documents", type=int, default=3000, help="documents for the bulk describe (default 3000)")
+    p.add_argument("--concurrency", type=int, default=64, help="bulk requests in flight (default 64)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
     return parser
 
 
 async def run(args: argparse.Namespace) -> int:
     """Run one parsed command; returns the exit status."""
+    if args.command == "fake-server":
+        return await run_fake_server(args)
+    if args.command == "demo":
+        from ._demo import run_demo
+
+        summary = await run_demo(
+            documents=args.documents, concurrency=args.concurrency, progress=False if args.quiet else None
+        )
+        return 0 if summary.ok else 1
     command = COMMANDS[args.command]
     async with make_client(args) as client:
         return int(await command(client, args))

@@ -1,0 +1,177 @@
+"""``health-async demo``: every operation against the built-in fake server, no account needed.
+
+Starts :class:`~health_async.testing.FakeHealthServer` in-process, runs each operation (plain and encrypted,
+success and typed failure), then a bulk describe of a few thousand documents under injected faults (a share of
+503s and a 429 with ``Retry-After``) with a progress bar, and prints a short summary: what ran, how long,
+requests per second and the retries the client absorbed. Personal data in the output is masked.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import IO
+
+import attrs
+
+from ._aadhaar import mask_aadhaar
+from ._auth import ClientCredentials
+from ._client import HealthClient
+from ._retry import RetryPolicy
+from .errors import AbhaError, DocumentNotFound, HealthError
+
+__all__ = ["DemoSummary", "run_demo"]
+
+#: A small but real PDF header, enough for the fake server (it stores what it receives).
+SAMPLE_PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n" * 40
+
+#: Retries that keep the demo quick: short backoff, Retry-After honoured up to half a second.
+DEMO_RETRY = RetryPolicy(attempts=5, base_delay=0.02, max_delay=0.2, retry_after_cap=0.5, deadline=30)
+
+
+@attrs.define
+class DemoSummary:
+    """What the demo did: one line per step, and the bulk figures."""
+
+    steps: list[tuple[str, bool, float, str]] = attrs.field(factory=list)
+    bulk_ids: int = 0
+    bulk_failed: int = 0
+    bulk_seconds: float = 0.0
+    retries_absorbed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when every step did what it should and no bulk id failed."""
+        return all(ok for _, ok, _, _ in self.steps) and self.bulk_failed == 0
+
+
+class _Printer:
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def line(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+async def run_demo(
+    *, documents: int = 3000, concurrency: int = 64, out: IO[str] | None = None, progress: bool | None = None
+) -> DemoSummary:
+    """Run the demo; returns its :class:`DemoSummary` (also printed to ``out``, stdout by default)."""
+    from .cli import Progress
+    from .testing import FakeHealthServer, Fault
+
+    printer = _Printer(out or sys.stdout)
+    summary = DemoSummary()
+    started = time.perf_counter()
+
+    async with FakeHealthServer(users=1, documents_per_user=documents) as server:
+        user = server.data.user_ids[0]
+        printer.line(f"health_async demo: fake service on {server.url}, {documents} documents seeded\n")
+
+        async def step(name: str, action: Callable[[], Awaitable[str]], expect: type[Exception] | None = None) -> None:
+            t0 = time.perf_counter()
+            try:
+                detail = await action()
+                ok = expect is None
+            except HealthError as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                ok = expect is not None and isinstance(exc, expect)
+            ms = (time.perf_counter() - t0) * 1000
+            summary.steps.append((name, ok, ms, detail))
+            printer.line(f"  {'ok ' if ok else 'FAIL'} {name:<34} {ms:7.1f} ms  {detail}")
+
+        async with HealthClient(
+            base_url=server.url,
+            token=server.token,
+            client_id=server.client_id,
+            user_id=user,
+            encryption_key=server.encryption_key,
+            key_id=server.key_id,
+            retry=DEMO_RETRY,
+            max_connections=concurrency,
+        ) as client:
+            doc_ids = server.data.document_ids(user)
+            valid = server.data.valid_aadhaar[0]
+            failing = next(iter(server.data.failing_aadhaar))
+
+            async def describe() -> str:
+                doc = await client.documents.describe(doc_ids[0])
+                report = doc.smart_report
+                items = report.items if report else ()
+                abnormal = sum(1 for i in items if i.flag.is_abnormal)
+                return f"type={doc.document_type} files={len(doc.files)} report items={len(items)} abnormal={abnormal}"
+
+            async def describe_missing() -> str:
+                await client.documents.describe("no-such-document")
+                return "found?"
+
+            async def upload(encrypt: bool) -> str:
+                result = await client.documents.upload(SAMPLE_PDF, filename="report.pdf", encrypt=encrypt)
+                doc = await client.documents.describe(result.document_id)
+                return f"document_id={result.document_id} (described: type={doc.document_type})"
+
+            async def aadhaar(number: str, encrypt: bool) -> str:
+                init = await client.abha.aadhaar_init(number, encrypt=encrypt)
+                return f"{mask_aadhaar(number)} -> txn_id={init.txn_id}"
+
+            async def profile() -> str:
+                prof = await client.profiles.get(user)
+                return repr(prof)
+
+            async def listing() -> str:
+                count = pages = 0
+                async for page in client.documents.pages():
+                    pages += 1
+                    count += len(page.items)
+                return f"{count} documents in {pages} pages"
+
+            printer.line("operations:")
+            await step("describe a document", describe)
+            await step("describe a missing document", describe_missing, expect=DocumentNotFound)
+            await step("profile", profile)
+            await step("list documents (paged)", listing)
+            await step("upload (multipart, streamed)", lambda: upload(False))
+            await step("upload (JWE-encrypted, streamed)", lambda: upload(True))
+            await step("aadhaar init", lambda: aadhaar(valid, False))
+            await step("aadhaar init (JWE-encrypted)", lambda: aadhaar(valid, True))
+            await step("aadhaar init, refused upstream", lambda: aadhaar(failing, False), expect=AbhaError)
+
+            async def with_credentials() -> str:
+                creds = ClientCredentials(server.client_id, server.client_secret)
+                async with HealthClient(base_url=server.url, auth=creds, client_id=server.client_id) as other:
+                    prof = await other.profiles.get(user)
+                return f"logged in with client credentials, then {prof!r}"
+
+            await step("client-credentials login", with_credentials)
+
+            # Bulk, under faults: 5% of describes answer 503, and one 429 asks every worker to pause.
+            server.inject("describe", Fault(status=503, rate=0.05))
+            server.inject("describe", Fault(status=429, retry_after=0.2, times=1))
+            calls_before = server.calls("describe")
+            bar = Progress("bulk describe", enabled=progress)
+            t0 = time.perf_counter()
+            try:
+                async for r in client.documents.describe_many(doc_ids, concurrency=concurrency, progress=bar):
+                    summary.bulk_ids += 1
+                    summary.bulk_failed += not r.ok
+            finally:
+                bar.close()
+            summary.bulk_seconds = time.perf_counter() - t0
+            summary.retries_absorbed = server.calls("describe") - calls_before - summary.bulk_ids
+            server.clear_faults()
+
+    total = time.perf_counter() - started
+    rate = summary.bulk_ids / summary.bulk_seconds if summary.bulk_seconds else 0.0
+    printer.line(
+        f"\nbulk: described {summary.bulk_ids} documents in {summary.bulk_seconds:.2f} s ({rate:,.0f} requests/s, "
+        f"concurrency {concurrency}); {summary.retries_absorbed} retries absorbed under injected 503s and a 429; "
+        f"{summary.bulk_failed} failed"
+    )
+    passed = sum(1 for _, ok, _, _ in summary.steps if ok)
+    printer.line(
+        f"summary: {passed}/{len(summary.steps)} operations as expected, "
+        f"bulk {'ok' if not summary.bulk_failed else 'FAILED'}, {total:.2f} s in all"
+    )
+    return summary
