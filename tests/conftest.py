@@ -60,7 +60,7 @@ async def serve() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Aw
     runners: list[web.AppRunner] = []
 
     async def start(routes: dict[tuple[str, str], Handler]) -> str:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         for (method, path), handler in routes.items():
             app.router.add_route(method, path, handler)
         runner = web.AppRunner(app, handler_cancellation=True)
