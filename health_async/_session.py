@@ -305,6 +305,8 @@ class Session:
             return RequestTimeout(f"{op}: timed out connecting to the service", sent=False)
         if isinstance(exc, asyncio.TimeoutError):
             return RequestTimeout(f"{op}: the request timed out")
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            return TransportError(f"{op}: TLS certificate verification failed for {req.url.host}", sent=False)
         if isinstance(exc, aiohttp.ClientConnectorError):
             return TransportError(f"{op}: cannot connect to {req.url.host}: {type(exc).__name__}", sent=False)
         if isinstance(exc, aiohttp.ClientPayloadError):
