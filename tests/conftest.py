@@ -74,3 +74,6 @@ async def serve() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Aw
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+pytest_plugins = ["pytester"]

@@ -1,0 +1,476 @@
+"""FakeHealthServer: the whole service interface on 127.0.0.1, with seeded data, faults and a request record."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import attrs
+import orjson
+from aiohttp import BodyPartReader, web
+
+from .. import _constants as C
+from ._data import FakeData
+
+__all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
+
+#: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
+ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
+UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
+MAX_UPLOAD: Final = 10 * 1024 * 1024
+
+Handler = Callable[[web.Request, "RecordedRequest"], Awaitable[web.StreamResponse]]
+
+
+@attrs.define
+class Fault:
+    """A failure to inject on a route (see :meth:`FakeHealthServer.inject`).
+
+    A fault fires on a call with probability ``rate`` (from the server's seeded random generator), for the next
+    ``times`` calls that it fires on (``None``: for as long as it is injected). When it fires, it waits
+    ``latency`` seconds, then: ``drop`` closes the connection without an answer; ``truncate`` announces the
+    full body but sends half of it and closes; otherwise ``status`` (if set) is answered with ``body`` (``bytes``,
+    ``str`` or a JSON-able value; default empty), ``content_type`` and a ``Retry-After`` of ``retry_after``. A
+    fault with only ``latency`` delays the call and lets it through.
+    """
+
+    status: int | None = None
+    times: int | None = None
+    rate: float = 1.0
+    retry_after: float | None = None
+    latency: float = 0.0
+    drop: bool = False
+    truncate: bool = False
+    body: Any = None
+    content_type: str | None = None
+
+
+@attrs.define
+class RecordedRequest:
+    """One request as the server received it (recorded before any fault or check)."""
+
+    route: str
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    #: Bytes of the request body (for an upload: of the file(s) received).
+    body_size: int = 0
+    #: The JSON body, if any (for an encrypted request, the envelope).
+    json: Any = None
+    #: For an encrypted request, the decrypted JSON (for an encrypted upload, ``{"file": <size>}``).
+    plaintext: Any = None
+    #: The status answered (``None`` for a dropped connection).
+    status: int | None = None
+
+
+class FakeHealthServer:
+    """An aiohttp.web server of the whole interface, for tests and demos: ``async with FakeHealthServer() as s``.
+
+    Serves describe, list, upload (multipart and JWE), aadhaar init (plain and JWE), profile, and the token
+    endpoints, with deterministic seeded data (:class:`FakeData`), bearer-token checks, per-route fault
+    injection (:meth:`inject`), a record of every request (:attr:`requests`, :meth:`calls`) and encrypted
+    responses (to encrypted requests, or to all with ``encrypt_responses=True``) using the library's own
+    :mod:`health_async.jwe`. Binds to 127.0.0.1 by default; ``port=0`` picks a free port (see :attr:`url`).
+
+    Judgement calls: the list operation answers 406 without ``Accept: application/json`` (the live service may
+    answer protobuf); faults apply before the token check, as a gateway's would; an upload without ``X-Pt-Id`` is
+    stored for the first seeded user.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str = "fake-token",
+        client_id: str = "fake-client",
+        client_secret: str = "fake-secret",
+        encryption_key: str = "fakekey-16-bytes",
+        key_id: str = "fake-key-1",
+        seed: int = 0,
+        users: int = 3,
+        documents_per_user: int = 50,
+        page_size: int = 20,
+        encrypt_responses: bool = False,
+        record: bool = True,
+    ) -> None:
+        from .. import jwe
+
+        self.host, self.port = host, port
+        self.token, self.client_id, self.client_secret = token, client_id, client_secret
+        self.encryption_key, self.key_id = encryption_key, key_id
+        self._key = jwe.derive_key(encryption_key)
+        self.data = FakeData.generate(seed=seed, users=users, documents_per_user=documents_per_user)
+        self.page_size = page_size
+        self.encrypt_responses = encrypt_responses
+        self.record = record
+        #: Every request received, in order (when ``record`` is true).
+        self.requests: list[RecordedRequest] = []
+        self._counts: dict[str, int] = dict.fromkeys(ROUTES, 0)
+        self._faults: dict[str, list[Fault]] = {}
+        self._rng = random.Random(seed)
+        self._issued: set[str] = set()
+        self._refresh_tokens: set[str] = set()
+        self._static_failures = 0
+        self._token_serial = 0
+        self._runner: web.AppRunner | None = None
+
+    def __repr__(self) -> str:
+        return f"FakeHealthServer(url={self.url if self._runner else None!r})"
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server, e.g. ``http://127.0.0.1:54321``."""
+        if self._runner is None:
+            raise RuntimeError("the FakeHealthServer is not started")
+        return f"http://{self.host}:{self.port}"
+
+    def make_app(self) -> web.Application:
+        """The aiohttp application (for embedding in your own runner)."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        route = self._route
+        app.router.add_post(C.PATH_LOGIN, route("login", self._login))
+        app.router.add_post(C.PATH_REFRESH, route("refresh", self._refresh))
+        app.router.add_get(C.PATH_DOCUMENTS, route("list", self._list))
+        app.router.add_get(C.PATH_DOCUMENT, route("describe", self._describe))
+        app.router.add_post(C.PATH_UPLOAD, route("upload", self._upload))
+        app.router.add_post(C.PATH_AADHAAR_INIT, route("aadhaar_init", self._aadhaar_init))
+        app.router.add_get(C.PATH_PROFILE, route("profile", self._profile))
+        return app
+
+    async def start(self) -> None:
+        """Start serving (idempotent)."""
+        if self._runner is not None:
+            return
+        runner = web.AppRunner(self.make_app(), access_log=None, handler_cancellation=True, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        await site.start()
+        self._runner = runner
+        self.port = runner.addresses[0][1]
+
+    async def close(self) -> None:
+        """Stop serving and close every connection (idempotent)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeHealthServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def run_forever(self) -> None:
+        """Start and serve until cancelled (for a standalone server)."""
+        await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.close()
+
+    # ------------------------------------------------------------------------------ test controls
+
+    def inject(self, route: str, fault: Fault) -> None:
+        """Add ``fault`` to ``route`` (one of :data:`ROUTES`, or ``"*"`` for all); faults are checked in order."""
+        if route != "*" and route not in ROUTES:
+            raise ValueError(f"unknown route {route!r}; known: {', '.join(ROUTES)} or '*'")
+        self._faults.setdefault(route, []).append(fault)
+
+    def clear_faults(self, route: str | None = None) -> None:
+        """Remove the faults of ``route``, or of every route."""
+        if route is None:
+            self._faults.clear()
+        else:
+            self._faults.pop(route, None)
+
+    def calls(self, route: str) -> int:
+        """How many requests ``route`` received (counted even when recording is off)."""
+        return self._counts[route]
+
+    def reset(self) -> None:
+        """Forget the recorded requests and counts, and remove every fault."""
+        self.requests.clear()
+        self._counts = dict.fromkeys(ROUTES, 0)
+        self._faults.clear()
+
+    def expire_tokens(self) -> None:
+        """Invalidate every access token issued by login or refresh (their refresh tokens stay valid)."""
+        self._issued.clear()
+
+    def reject_static_token(self, times: int = 1) -> None:
+        """Answer 401 to the static ``token`` for its next ``times`` uses (to exercise refresh-on-401)."""
+        self._static_failures = times
+
+    # ------------------------------------------------------------------------------ machinery
+
+    def _route(self, name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self._counts[name] += 1
+            rec = RecordedRequest(
+                route=name,
+                method=request.method,
+                path=request.path,
+                query=list(request.query.items()),
+                headers=dict(request.headers),
+            )
+            if self.record:
+                self.requests.append(rec)
+            response = await self._fault(name, request)
+            if response is None and name not in ("login", "refresh") and not self._authorized(request):
+                response = web.json_response({"message": "Unauthorized"}, status=401)
+            if response is None:
+                response = await handler(request, rec)
+            rec.status = None if isinstance(response, _Dropped) else response.status
+            return response
+
+        return handle
+
+    def _authorized(self, request: web.Request) -> bool:
+        auth = request.headers.get(C.H_AUTHORIZATION, "")
+        token = auth[7:] if auth.startswith("Bearer ") else None
+        if token == self.token:
+            if self._static_failures > 0:
+                self._static_failures -= 1
+                return False
+            return True
+        return token in self._issued
+
+    async def _fault(self, route: str, request: web.Request) -> web.StreamResponse | None:
+        for key in (route, "*"):
+            faults = self._faults.get(key)
+            if not faults:
+                continue
+            for fault in list(faults):
+                if fault.rate < 1.0 and self._rng.random() >= fault.rate:
+                    continue
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        faults.remove(fault)
+                if fault.latency:
+                    await asyncio.sleep(fault.latency)
+                if fault.drop:
+                    if request.transport is not None:
+                        request.transport.close()
+                    return _Dropped(status=499)
+                if fault.truncate:
+                    return await self._truncated(request, fault)
+                if fault.status is not None:
+                    return self._fault_response(fault)
+        return None
+
+    def _fault_response(self, fault: Fault) -> web.Response:
+        headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
+        body = fault.body
+        if body is None:
+            return web.Response(status=fault.status or 500, headers=headers)
+        if isinstance(body, bytes | str):
+            raw = body.encode() if isinstance(body, str) else body
+            return web.Response(
+                status=fault.status or 500, body=raw, headers=headers, content_type=fault.content_type or "text/plain"
+            )
+        return web.Response(
+            status=fault.status or 500,
+            body=orjson.dumps(body),
+            headers=headers,
+            content_type=fault.content_type or "application/json",
+        )
+
+    async def _truncated(self, request: web.Request, fault: Fault) -> web.StreamResponse:
+        body = fault.body if isinstance(fault.body, bytes) else orjson.dumps({"document_id": "x", "tags": ["a" * 200]})
+        response = web.StreamResponse(status=fault.status or 200)
+        response.content_type = "application/json"
+        response.content_length = len(body)
+        await response.prepare(request)
+        await response.write(body[: len(body) // 2])
+        if request.transport is not None:
+            request.transport.close()
+        return response
+
+    def _json(self, request: web.Request, payload: Any, status: int = 200) -> web.Response:
+        return self._body(request, orjson.dumps(payload), status)
+
+    def _body(self, request: web.Request, body: bytes, status: int = 200) -> web.Response:
+        if status < 300 and (self.encrypt_responses or request.headers.get(C.H_ENCRYPTION) == "JWE"):
+            from .. import jwe
+
+            envelope = jwe.encrypt(body, self._key)
+            del envelope["protected"]  # as the service's responses: no protected, no kid
+            body = orjson.dumps(envelope)
+        return web.Response(status=status, body=body, content_type="application/json")
+
+    async def _read_json(self, request: web.Request, rec: RecordedRequest) -> Any:
+        """The request's JSON, decrypted when it is an envelope with X-Encryption: JWE; ``_BAD`` if unreadable."""
+        from .. import jwe
+        from ..errors import EncryptionError
+
+        raw = await request.read()
+        rec.body_size = len(raw)
+        try:
+            data = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return _BAD
+        rec.json = data
+        if request.headers.get(C.H_ENCRYPTION) == "JWE":
+            try:
+                data = orjson.loads(jwe.decrypt(data, self._key))
+            except (EncryptionError, orjson.JSONDecodeError):
+                return _BAD
+            rec.plaintext = data
+        return data
+
+    def _issue(self) -> dict[str, Any]:
+        self._token_serial += 1
+        access, refresh = f"fake-access-{self._token_serial}", f"fake-refresh-{self._token_serial}"
+        self._issued.add(access)
+        self._refresh_tokens.add(refresh)
+        return {"access_token": access, "expires_in": 1800, "refresh_token": refresh, "refresh_expires_in": 86400}
+
+    # ------------------------------------------------------------------------------ routes
+
+    async def _login(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        body = await self._read_json(request, rec)
+        if (
+            not isinstance(body, dict)
+            or body.get("client_id") != self.client_id
+            or body.get("client_secret") != self.client_secret
+        ):
+            return web.json_response({"message": "invalid client credentials"}, status=401)
+        return web.json_response(self._issue())
+
+    async def _refresh(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        body = await self._read_json(request, rec)
+        token = body.get("refresh_token") if isinstance(body, dict) else None
+        if token not in self._refresh_tokens:
+            return web.json_response({"message": "invalid refresh token"}, status=401)
+        self._refresh_tokens.discard(token)
+        return web.json_response(self._issue())
+
+    async def _describe(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
+        user = request.headers.get(C.H_PT_ID)
+        if not user:
+            return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
+        body = self.data.documents.get(user, {}).get(request.match_info["id"])
+        if body is None:
+            return web.Response(status=404, text="No such document.")
+        return self._body(request, body)
+
+    async def _list(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
+        user = request.headers.get(C.H_PT_ID)
+        if not user:
+            return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
+        if "application/json" not in request.headers.get("Accept", ""):
+            return web.Response(status=406, text="send Accept: application/json")
+        try:
+            offset = int(request.query.get("offset", "0"))
+            after = int(request.query["u_at__gt"]) if "u_at__gt" in request.query else None
+        except ValueError:
+            return web.json_response({"message": "bad offset or u_at__gt"}, status=400)
+        items = self.data.list_items.get(user, [])
+        if after is not None:
+            items = [i for i in items if i["upload_date"] > after]
+        page = items[offset : offset + self.page_size]
+        payload: dict[str, Any] = {
+            "items": [{"record": {"item": item}} for item in page],
+            "source_refreshed_at": 1_700_000_000,
+        }
+        if offset + self.page_size < len(items):
+            payload["next_token"] = str(offset + self.page_size)
+        return self._json(request, payload)
+
+    async def _upload(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        tasks = request.query.getall("task", [])
+        if not tasks or not set(tasks) <= UPLOAD_TASKS:
+            return web.Response(status=400, text="Invalid form data.")
+        files: list[tuple[int, str]] = []
+        if request.headers.get(C.H_ENCRYPTION) == "JWE":
+            body = await self._read_json(request, rec)
+            try:
+                data = base64.b64decode(body["file"], validate=True)
+            except (TypeError, KeyError, binascii.Error):
+                return web.Response(status=400, text="Invalid form data.")
+            files.append((len(data), hashlib.sha256(data).hexdigest()))
+            rec.plaintext = {"file": len(data)}
+        elif request.content_type == "multipart/form-data":
+            reader = await request.multipart()
+            async for part in reader:
+                if not isinstance(part, BodyPartReader) or part.name != "file":
+                    continue
+                digest, size = hashlib.sha256(), 0
+                while chunk := await part.read_chunk(256 * 1024):
+                    size += len(chunk)
+                    if size > MAX_UPLOAD:
+                        return web.Response(status=413, text="File too large.")
+                    digest.update(chunk)
+                files.append((size, digest.hexdigest()))
+        if not files:
+            return web.Response(status=400, text="Invalid form data.")
+        rec.body_size = sum(size for size, _ in files)
+        if any(size > MAX_UPLOAD for size, _ in files):
+            return web.Response(status=413, text="File too large.")
+        user = request.headers.get(C.H_PT_ID) or self.data.user_ids[0]
+        ids = []
+        for size, sha256 in files:
+            document_id = str(uuid.uuid4())
+            ids.append(document_id)
+            doc = {
+                "document_id": document_id,
+                "source": "upload",
+                "document_type": request.query.get("dt", "lr"),
+                "tags": sorted(tasks),
+                "files": [],
+                "upload": {"size": size, "sha256": sha256},
+            }
+            self.data.documents.setdefault(user, {})[document_id] = orjson.dumps(doc)
+        return self._json(request, {"document_id": ids[0]})
+
+    async def _aadhaar_init(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
+        body = await self._read_json(request, rec)
+        number = body.get("aadhaar_number") if isinstance(body, dict) else None
+        if not isinstance(number, str) or len(number) != 12 or not number.isdigit():
+            return web.json_response(
+                {"code": 400, "error": "Invalid request", "source_error": {"code": "MIS-1013", "message": "bad body"}},
+                status=400,
+            )
+        if number in self.data.failing_aadhaar:
+            status, error = self.data.failing_aadhaar[number]
+            return web.json_response(error, status=status)
+        mobile_tail = hashlib.sha256(number.encode()).hexdigest()[:4]
+        digits = "".join(str(int(c, 16) % 10) for c in mobile_tail)
+        return self._json(
+            request,
+            {"hint": f"OTP sent successfully to your mobile number ******{digits}", "txn_id": str(uuid.uuid4())},
+        )
+
+    async def _profile(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
+        client_id = request.headers.get(C.H_CLIENT_ID)
+        if not client_id:
+            return web.json_response({"message": "client-id header is required", "code": "bad_request"}, status=400)
+        if client_id != self.client_id:
+            return web.json_response({"message": "Unauthorized", "code": "unauthorized"}, status=401)
+        body = self.data.profiles.get(request.match_info["oid"])
+        if body is None:
+            return web.json_response({"message": "Profile not found", "code": "profile_not_found"}, status=404)
+        return self._body(request, body)
+
+
+class _Marker:
+    pass
+
+
+class _Dropped(web.Response):
+    """Returned after the connection was closed on purpose: nothing is sent."""
+
+
+_BAD: Final[Any] = _Marker()

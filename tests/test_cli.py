@@ -1,0 +1,193 @@
+"""The health-async command, every subcommand against the fake server (run in a thread with its own loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from health_async import cli
+from health_async.testing import FakeHealthServer
+
+
+class ServerThread:
+    """A FakeHealthServer on its own event loop in a thread, so the CLI's ``asyncio.run`` can be tested as is."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.server: FakeHealthServer | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = FakeHealthServer(**self.kwargs)
+        self.loop.run_until_complete(self.server.start())
+        self.ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self.server.close())
+        self.loop.close()
+
+    def __enter__(self) -> FakeHealthServer:
+        self.thread.start()
+        assert self.ready.wait(10)
+        assert self.server is not None
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHealthServer]:
+    with ServerThread(documents_per_user=25) as srv:
+        monkeypatch.setenv("HEALTH_ASYNC_BASE_URL", srv.url)
+        monkeypatch.setenv("HEALTH_ASYNC_TOKEN", srv.token)
+        monkeypatch.setenv("HEALTH_ASYNC_CLIENT_ID", srv.client_id)
+        monkeypatch.setenv("HEALTH_ASYNC_USER_ID", srv.data.user_ids[0])
+        monkeypatch.setenv("HEALTH_ASYNC_ENCRYPTION_KEY", srv.encryption_key)
+        monkeypatch.setenv("HEALTH_ASYNC_KEY_ID", srv.key_id)
+        yield srv
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[Any], str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, [orjson.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def test_help_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--help"])
+    assert info.value.code == 0
+    top = capsys.readouterr().out
+    commands = ["describe", "describe-many", "list", "upload", "profile", "aadhaar-init", "fake-server", "demo"]
+    for command in commands:
+        assert command in top
+        with pytest.raises(SystemExit) as info:
+            cli.main([command, "--help"])
+        assert info.value.code == 0
+        assert "usage: health-async " + command in capsys.readouterr().out
+
+
+def test_describe(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+    doc_id = server.data.document_ids(server.data.user_ids[0])[0]
+    code, lines, _ = run(capsys, "describe", doc_id)
+    assert code == 0
+    assert lines[0]["document_id"] == doc_id
+    assert lines[0]["files"]
+
+
+def test_describe_missing_is_exit_1_with_a_typed_message(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, err = run(capsys, "describe", "no-such-doc")
+    assert code == 1 and lines == []
+    assert "DocumentNotFound" in err
+
+
+def test_describe_many_from_a_file(server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ids = server.data.document_ids(server.data.user_ids[0])[:10]
+    path = tmp_path / "ids.txt"
+    path.write_text("\n".join([*ids, "", "# a comment", "missing-doc"]) + "\n")
+    code, lines, err = run(capsys, "describe-many", str(path), "--ordered")
+    assert code == 1  # one id failed
+    assert [line["document_id"] for line in lines] == [*ids, "missing-doc"]
+    assert all("document" in line for line in lines[:10])
+    assert lines[-1]["error"]["type"] == "DocumentNotFound" and lines[-1]["error"]["status"] == 404
+    assert err == ""  # no progress bar when stderr is not a terminal
+
+
+def test_describe_many_from_stdin(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = server.data.document_ids(server.data.user_ids[0])[:5]
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n".join(ids)))
+    code, lines, _ = run(capsys, "describe-many")
+    assert code == 0
+    assert sorted(line["document_id"] for line in lines) == sorted(ids)
+
+
+def test_list(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, _ = run(capsys, "list")
+    assert code == 0
+    assert {line["document_id"] for line in lines} == set(server.data.document_ids(server.data.user_ids[0]))
+
+
+def test_upload_plain_encrypted_and_missing(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "report.pdf"
+    report.write_bytes(b"%PDF-1.7 fake report")
+    code, lines, _ = run(capsys, "upload", str(report), "--task", "smart", "--task", "pii")
+    assert code == 0 and lines[0]["file"] == str(report) and lines[0]["document_id"]
+    code, lines, _ = run(capsys, "upload", str(report), "--encrypt")
+    assert code == 0 and lines[0]["document_id"]
+    code, lines, _ = run(capsys, "upload", str(report), str(tmp_path / "missing.pdf"))
+    assert code == 1
+    assert lines[1]["error"]["type"] == "InvalidRequest"
+
+
+def test_profile(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+    oid = server.data.user_ids[0]
+    code, lines, _ = run(capsys, "profile", oid)
+    assert code == 0 and lines[0]["oid"] == oid
+
+
+def test_aadhaar_init_masks_the_number_everywhere(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+    number = server.data.valid_aadhaar[0]
+    code, lines, err = run(capsys, "aadhaar-init", number)
+    assert code == 0 and lines[0]["txn_id"]
+    assert lines[0]["aadhaar"] == "XXXX XXXX " + number[-4:]
+    code, lines, err2 = run(capsys, "aadhaar-init", number, "--encrypt")
+    assert code == 0 and lines[0]["txn_id"]
+    failing = next(iter(server.data.failing_aadhaar))
+    code, lines, err3 = run(capsys, "aadhaar-init", failing)
+    assert code == 1 and lines[0]["error"]["type"] == "AbhaError"
+    code, lines, err4 = run(capsys, "aadhaar-init", number[:-1] + str((int(number[-1]) + 1) % 10))
+    assert code == 1 and lines[0]["error"]["type"] == "InvalidAadhaarNumber"
+    for text in (str(lines), err, err2, err3, err4):
+        assert number not in text and failing not in text
+
+
+def test_missing_configuration_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["describe", "x"])
+    assert code == 2
+    assert "HEALTH_ASYNC_TOKEN" in capsys.readouterr().err
+
+
+def test_fake_server_command_prints_its_environment() -> None:
+    out = io.StringIO()
+
+    async def scenario() -> None:
+        args = cli.build_parser().parse_args(["fake-server", "--port", "0"])
+        task = asyncio.create_task(cli.run_fake_server(args, out=out))
+        for _ in range(200):
+            if "HEALTH_ASYNC_TOKEN" in out.getvalue():
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    text = out.getvalue()
+    assert "export HEALTH_ASYNC_BASE_URL=http://127.0.0.1:" in text
+    assert "export HEALTH_ASYNC_USER_ID=" in text
+
+
+def test_demo_runs_every_operation(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["demo", "--documents", "300", "--concurrency", "16", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "FAIL" not in out
+    assert "described 300 documents" in out
+    assert "retries absorbed" in out
+    for step in ("describe a document", "upload (JWE-encrypted, streamed)", "aadhaar init (JWE-encrypted)", "profile"):
+        assert step in out
