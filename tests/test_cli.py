@@ -86,13 +86,17 @@ def test_describe(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) 
     assert lines[0]["files"]
 
 
-def test_describe_missing_is_exit_1_with_a_typed_message(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_describe_missing_is_exit_1_with_a_typed_message(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, lines, err = run(capsys, "describe", "no-such-doc")
     assert code == 1 and lines == []
     assert "DocumentNotFound" in err
 
 
-def test_describe_many_from_a_file(server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_describe_many_from_a_file(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     ids = server.data.document_ids(server.data.user_ids[0])[:10]
     path = tmp_path / "ids.txt"
     path.write_text("\n".join([*ids, "", "# a comment", "missing-doc"]) + "\n")
