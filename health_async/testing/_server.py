@@ -262,7 +262,7 @@ class FakeHealthServer:
                     await asyncio.sleep(fault.latency)
                 if fault.drop:
                     if request.transport is not None:
-                        request.transport.close()
+                        request.transport.abort()  # at once, unlike close(), which would still flush a response
                     return _Dropped(status=499)
                 if fault.truncate:
                     return await self._truncated(request, fault)
