@@ -13,10 +13,17 @@ import aioresponses.core as aioresponses_core
 import pytest
 from aiohttp import web
 from aioresponses import aioresponses
+from hypothesis import settings
 
 from health_async import RetryPolicy
 
 BASE = "https://api.test.example"
+
+# Property-based tests explore the same examples on every run: the suite stays deterministic.
+# HYPOTHESIS_PROFILE=explore searches new examples (a longer fuzz run for developers).
+settings.register_profile("deterministic", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", max_examples=2000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 #: Retries without waiting, so retry sequences take no wall time.
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
