@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -22,6 +23,7 @@ from ._client import HealthClient
 from ._convert import unstructure
 from ._version import __version__
 from .errors import ApiError, HealthError
+from .models import DescribeResult, UploadOutcome
 
 __all__ = ["main"]
 
@@ -38,10 +40,21 @@ def error_json(error: BaseException) -> dict[str, Any]:
 
 
 def emit(obj: Any, out: IO[str] | None = None) -> None:
-    """Write one JSON line to stdout."""
+    """Write one JSON line to stdout: a model, a bulk result (with its error as JSON), or plain data."""
+    if isinstance(obj, DescribeResult):
+        obj = {"document_id": obj.document_id, **_outcome("document", obj.document, obj.error)}
+    elif isinstance(obj, UploadOutcome):
+        outcome = _outcome("document_id", obj.result.document_id if obj.result else None, obj.error)
+        obj = {"file": str(obj.source) if isinstance(obj.source, str | os.PathLike) else "<data>", **outcome}
+    else:
+        obj = unstructure(obj)
     stream = out or sys.stdout
     stream.write(orjson.dumps(obj).decode() + "\n")
     stream.flush()
+
+
+def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]:
+    return {"error": error_json(error)} if error is not None else {name: unstructure(value)}
 
 
 class Progress:
@@ -113,38 +126,42 @@ def make_client(args: argparse.Namespace) -> HealthClient:
 
 async def cmd_describe(client: HealthClient, args: argparse.Namespace) -> int:
     doc = await client.documents.describe(args.id)
-    emit(unstructure(doc))
+    emit(doc)
     return 0
 
 
-async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> int:
-    progress = Progress("describe", enabled=None if not args.quiet else False)
+async def _emit_results(label: str, quiet: bool, results: Callable[[Progress], AsyncIterator[Any]]) -> int:
+    """Write one JSON line per bulk result (its ``error`` as JSON when it failed); 1 if any failed."""
+    progress = Progress(label, enabled=False if quiet else None)
     failed = 0
     try:
-        async for r in client.documents.describe_many(
-            read_ids(args.ids), concurrency=args.concurrency, ordered=args.ordered, progress=progress
-        ):
-            if r.error is not None:
-                failed += 1
-                emit({"document_id": r.document_id, "error": error_json(r.error)})
-            else:
-                emit({"document_id": r.document_id, "document": unstructure(r.document)})
+        async for r in results(progress):
+            failed += r.error is not None
+            emit(r)
     finally:
         progress.close()
     return 1 if failed else 0
 
 
+async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> int:
+    def results(progress: Progress) -> AsyncIterator[Any]:
+        ids = read_ids(args.ids)
+        return client.documents.describe_many(
+            ids, concurrency=args.concurrency, ordered=args.ordered, progress=progress
+        )
+
+    return await _emit_results("describe", args.quiet, results)
+
+
 async def cmd_list(client: HealthClient, args: argparse.Namespace) -> int:
     async for item in client.documents.list(updated_after=args.updated_after):
-        emit(unstructure(item))
+        emit(item)
     return 0
 
 
 async def cmd_upload(client: HealthClient, args: argparse.Namespace) -> int:
-    progress = Progress("upload", enabled=None if not args.quiet else False)
-    failed = 0
-    try:
-        async for o in client.documents.upload_many(
+    def results(progress: Progress) -> AsyncIterator[Any]:
+        return client.documents.upload_many(
             args.files,
             tasks=args.task or ["smart"],
             document_type=args.document_type,
@@ -152,21 +169,14 @@ async def cmd_upload(client: HealthClient, args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             ordered=True,
             progress=progress,
-        ):
-            if o.error is not None:
-                failed += 1
-                emit({"file": str(o.source), "error": error_json(o.error)})
-            else:
-                assert o.result is not None
-                emit({"file": str(o.source), "document_id": o.result.document_id})
-    finally:
-        progress.close()
-    return 1 if failed else 0
+        )
+
+    return await _emit_results("upload", args.quiet, results)
 
 
 async def cmd_profile(client: HealthClient, args: argparse.Namespace) -> int:
     profile = await client.profiles.get(args.oid)
-    emit(unstructure(profile))
+    emit(profile)
     return 0
 
 
