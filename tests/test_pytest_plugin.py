@@ -39,7 +39,23 @@ def test_fixtures_in_a_user_suite(pytester: pytest.Pytester, pytestconfig: pytes
         async def test_typed_errors(health_client):
             with pytest.raises(ha.DocumentNotFound):
                 await health_client.documents.describe("no-such-document")
+
+        # The two examples of the README's "Testing your code", verbatim.
+        async def test_my_ingest_survives_a_flaky_service(health_client, fake_health_server):
+            fake_health_server.inject("describe", Fault(status=503, rate=0.3))           # 30% of describes fail
+            fake_health_server.inject("describe", Fault(status=429, retry_after=0.1, times=1))
+            user = fake_health_server.data.user_ids[0]
+            ids = fake_health_server.data.document_ids(user)
+            results = [r async for r in health_client.documents.describe_many(ids)]      # your code here
+            assert all(r.ok or isinstance(r.error, ha.ServerError) for r in results)    # typed, never lost
+            assert fake_health_server.calls("describe") > len(ids)                       # retries happened
+
+        async def test_otp_is_never_sent_twice(health_client, fake_health_server):
+            fake_health_server.inject("aadhaar_init", Fault(status=500, times=1))
+            with pytest.raises(ha.ServerError):
+                await health_client.abha.aadhaar_init(fake_health_server.data.valid_aadhaar[0])
+            assert fake_health_server.calls("aadhaar_init") == 1
         """
     )
     result = pytester.runpytest("-q", *_plugin_args(pytestconfig))
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)
