@@ -39,52 +39,13 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import health_async as ha
-
-RESULT_IDS = ["sm-8146614980", "sm-1420480405", "sm-1220479757", "sm-5279215230", "sm-4067205096", "sm-9999"]
+from health_async.testing._data import make_document
 
 
 def make_bodies(count: int = 256, seed: int = 1) -> list[bytes]:
-    """Realistic document descriptions, 2-4 KB each, live spellings mixed in."""
+    """Realistic document descriptions (the fake server's generator): 2-4 KB, live spellings mixed in."""
     rng = random.Random(seed)
-    bodies = []
-    for n in range(count):
-        items = []
-        for i in range(rng.randint(3, 7)):
-            item = {
-                "name": rng.choice(["Haemoglobin", "WBC Count", "Platelets", "Glucose (Fasting)", "HbA1c"]),
-                "value": f"{rng.uniform(1, 300):.1f}",
-                "unit": rng.choice(["g/dL", "10^3/uL", "mg/dL", "%"]),
-                "range": "13.0-17.0",
-                "result": "Normal",
-                "result_id": rng.choice(RESULT_IDS),
-                "display_result": "Normal",
-                "id": i,
-                "vital_id": f"lb-{rng.randint(1000, 9999)}",
-                "page_num": 1,
-                "file_index": 0,
-                "coordinates": [{"x": rng.random(), "y": rng.random()} for _ in range(4)],
-                "is_result_editable": True,
-                "date": 1614556800,
-            }
-            item["eka_id" if i % 2 else "svc_id"] = f"item-{rng.randint(1, 10**6)}"
-            item["unit_eka_id" if i % 2 else "unit_svc_id"] = f"unit-{rng.randint(1, 999)}"
-            items.append(item)
-        doc = {
-            "document_id": f"doc-{n}",
-            "source": "androidp",
-            "document_date_epoch": 1614556800 + n,
-            "document_type" if n % 5 else "dt": "lr",
-            "tags": ["covid", "lab"],
-            "user_tags": [],
-            "thumbnail": f"https://cdn.example/{n}/thumb.jpeg",
-            "files": [
-                {"asset_url": f"https://cdn.example/{n}/page.jpeg", "file_type": "IMG", "masked_file": None},
-                {"asset_url": f"https://cdn.example/{n}/report.pdf", "file_type": "PDF"},
-            ],
-            "smart_report": {"verified": items[:2], "unverified": items[2:]},
-        }
-        bodies.append(orjson.dumps(doc))
-    return bodies
+    return [orjson.dumps(make_document(rng, f"doc-{n}", date=1614556800 + n)) for n in range(count)]
 
 
 def _server(port: int, ready: Any) -> None:

@@ -49,12 +49,12 @@ def _flag(value: float, low: float, high: float) -> str:
 
 
 def make_document(rng: random.Random, document_id: str, *, date: int) -> dict[str, Any]:
-    """A document description like the live service's: files, tags, a smart report; 2-4 KB as JSON.
+    """A document description like the live service's: files, tags, a smart report of 5-7 items; 2-4 KB as JSON.
 
     Some use the live spellings (``dt``, ``eka_id``, ``unit_eka_id``) and all carry keys outside the interface.
     """
     items = []
-    for index, (name, unit, ref, (lo, hi)) in enumerate(rng.sample(_TESTS, rng.randint(3, 6))):
+    for index, (name, unit, ref, (lo, hi)) in enumerate(rng.sample(_TESTS, rng.randint(5, 7))):
         low, high = (float(x) for x in ref.split("-"))
         value = round(rng.uniform(lo, hi), 1)
         flag = _flag(value, low, high)
