@@ -204,3 +204,20 @@ async def test_ids_reach_the_server_as_exactly_one_encoded_segment(serve: Serve)
         await c.documents.describe("a:b@c%2F")
         await c.documents.describe("é")
     assert seen == ["/mr/api/v1/docs/a%3Ab%40c%252F", "/mr/api/v1/docs/%C3%A9"]
+
+
+async def test_unreadable_and_non_file_upload_paths_are_refused(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[dict[str, Any]] = []
+    url = await serve({("POST", "/mr/api/v2/docs"): upload_recorder(seen)})
+    locked = tmp_path / "locked.pdf"
+    locked.write_bytes(b"%PDF")
+    async with client(url) as c:
+        with pytest.raises(ValueError, match="not a regular file"):
+            await c.documents.upload(tmp_path)
+        # Permission bits do not stop root, so the check is exercised through os.access itself.
+        monkeypatch.setattr("health_async._files.os.access", lambda *_: False)
+        with pytest.raises(PermissionError, match="not readable"):
+            await c.documents.upload(locked)
+    assert seen == []
