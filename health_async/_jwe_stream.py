@@ -5,7 +5,7 @@ without spaces); the body is the JSON envelope ``{"protected":..,"iv":..[,"kid":
 with ``ciphertext`` before ``tag`` because the tag is known only once the last block is encrypted. Every size is
 computed up front, so the request carries an exact ``Content-Length`` (no chunked encoding).
 
-Per file chunk (768 KiB, a multiple of 3 so the base64 needs no carry): base64 it, AES-CBC-encrypt it (the
+Per file chunk (192 KiB, a multiple of 3 so the base64 needs no carry): base64 it, AES-CBC-encrypt it (the
 encryptor buffers partial blocks), feed the ciphertext to the HMAC, base64url it with a carry of ``len % 3``
 bytes. That work runs in a worker thread, one chunk at a time, so the event loop keeps serving other requests.
 """
@@ -22,7 +22,7 @@ import orjson
 import pybase64
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
-from ._files import CHUNK_SIZE, FileSource
+from ._files import FileSource
 from .jwe import DEFAULT_PROTECTED, JweKey
 
 __all__ = ["encrypted_upload_body", "plaintext_size"]
@@ -30,6 +30,10 @@ __all__ = ["encrypted_upload_body", "plaintext_size"]
 _OPEN = b'{"file":"'
 _CLOSE = b'"}'
 _B64URL_TAIL = {0: 0, 1: 2, 2: 3}
+
+#: File bytes read, encoded and encrypted per step: a multiple of 3 (base64 needs no carry) and small, so the
+#: few buffers alive at once (file chunk, its base64, its ciphertext, that in base64url) stay around 1 MB.
+STREAM_CHUNK = 3 * 64 * 1024
 
 
 def plaintext_size(file_size: int) -> int:
@@ -65,34 +69,43 @@ def encrypted_upload_body(
         encryptor = Cipher(key._aes, modes.CBC(iv)).encryptor()
         mac = hmac.new(key._mac, protected, hashlib.sha256)
         mac.update(iv)
-        carry = b""
+        carry = b""  # ciphertext bytes not yet base64url-encoded (fewer than 3)
 
-        def seal(plain: bytes, last: bool) -> bytes:
+        def seal(plain: bytes, last: bool = False) -> list[bytes]:
+            """Encrypt, MAC and base64url one piece of plaintext, without copying the piece's ciphertext."""
             nonlocal carry
             ciphertext = encryptor.update(plain)
             if last:
                 ciphertext += encryptor.finalize()
             mac.update(ciphertext)
-            data = carry + ciphertext if carry else ciphertext
-            cut = len(data) - len(data) % 3
-            carry = data[cut:]
-            out = pybase64.urlsafe_b64encode(memoryview(data)[:cut]) if cut else b""
+            view, out = memoryview(ciphertext), []
+            if carry:
+                take = min((3 - len(carry)) % 3, len(view))
+                carry += bytes(view[:take])
+                view = view[take:]
+                if len(carry) == 3:
+                    out.append(pybase64.urlsafe_b64encode(carry))
+                    carry = b""
+            cut = len(view) - len(view) % 3
+            if cut:
+                out.append(pybase64.urlsafe_b64encode(view[:cut]))
+            carry += bytes(view[cut:])
             if last and carry:
-                out += pybase64.urlsafe_b64encode(carry).rstrip(b"=")
+                out.append(pybase64.urlsafe_b64encode(carry).rstrip(b"="))
             return out
 
         yield head(pybase64.urlsafe_b64encode(iv).rstrip(b"="))
-        prefix = _OPEN
+        seal(_OPEN)  # shorter than a block: buffered by the encryptor, nothing to send yet
         pending = b""  # file bytes not yet base64-encoded (only if a read came back short of a multiple of 3)
-        async for chunk in source.chunks(CHUNK_SIZE):
+        async for chunk in source.chunks(STREAM_CHUNK):
             data = pending + chunk if pending else chunk
             cut = len(data) - len(data) % 3
             pending = bytes(data[cut:])
-            plain = prefix + pybase64.b64encode(memoryview(data)[:cut]) if prefix else pybase64.b64encode(data[:cut])
-            prefix = b""
-            yield await asyncio.to_thread(seal, plain, False)
+            for piece in await asyncio.to_thread(seal, pybase64.b64encode(memoryview(data)[:cut])):
+                yield piece
         pad = 16 - plaintext_size(source.size) % 16
-        yield seal(prefix + pybase64.b64encode(pending) + _CLOSE + bytes((pad,)) * pad, True)
+        for piece in seal(pybase64.b64encode(pending) + _CLOSE + bytes((pad,)) * pad, last=True):
+            yield piece
         mac.update((len(protected) * 8).to_bytes(8, "big"))
         yield b'","tag":"' + pybase64.urlsafe_b64encode(mac.digest()[:16]).rstrip(b"=") + b'"}'
 
