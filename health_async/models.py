@@ -66,7 +66,7 @@ class FileType(enum.Enum):
         return _FILE_TYPES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
 
 
-_FILE_TYPES: Final = {m.value: m for m in FileType}
+_FILE_TYPES: Final[dict[object, FileType]] = {m.value: m for m in FileType}
 
 
 class ResultFlag(enum.Enum):
@@ -101,7 +101,7 @@ class ResultFlag(enum.Enum):
         return self not in _NOT_ABNORMAL
 
 
-_RESULT_FLAGS: Final = {m.value: m for m in ResultFlag}
+_RESULT_FLAGS: Final[dict[object, ResultFlag]] = {m.value: m for m in ResultFlag}
 _NOT_ABNORMAL: Final = frozenset({ResultFlag.NORMAL, ResultFlag.UNDETERMINED, ResultFlag.UNKNOWN})
 
 
