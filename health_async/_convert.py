@@ -118,9 +118,23 @@ def _file_entry(data: Any, _: Any = None) -> FileEntry:
     return _files([data])[0]
 
 
-def _coordinate(data: Any) -> Coordinate:
-    d = _dict(data, "coordinates[]")
-    return Coordinate(x=_float(d.get("x"), "x"), y=_float(d.get("y"), "y"))
+def _coordinates(points: Any) -> tuple[Coordinate, ...]:
+    # Four points per report item, dozens per document: checks inlined.
+    if points is None:
+        return ()
+    if type(points) is not list:
+        raise _Invalid("coordinates")
+    out = []
+    for point in points:
+        if type(point) is not dict:
+            raise _Invalid("coordinates[]")
+        x, y = point.get("x"), point.get("y")
+        if type(x) is not float and type(x) is not int:
+            raise _Invalid("x")
+        if type(y) is not float and type(y) is not int:
+            raise _Invalid("y")
+        out.append(Coordinate(float(x), float(y)))
+    return tuple(out)
 
 
 def _report_item(data: Any, _: Any = None) -> ReportItem:
@@ -146,7 +160,7 @@ def _report_item(data: Any, _: Any = None) -> ReportItem:
         vital_id=_str(get("vital_id"), "vital_id"),
         page_num=_int(get("page_num"), "page_num"),
         file_index=_int(get("file_index"), "file_index"),
-        coordinates=tuple(map(_coordinate, _list(coordinates, "coordinates"))) if coordinates else (),
+        coordinates=_coordinates(coordinates),
         svc_id=_str(svc_id, "svc_id"),
         is_result_editable=_bool(get("is_result_editable"), "is_result_editable"),
         date=_int(get("date"), "date"),
