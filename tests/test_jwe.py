@@ -142,6 +142,7 @@ def _tampered() -> dict[str, Any]:
         "flipped tag": {**env, "tag": _flip(env["tag"], 15)},
         "truncated tag": {**env, "tag": env["tag"][:-2]},
         "tag padded": {**env, "tag": env["tag"] + "=="},
+        "padding inside": {**env, "ciphertext": env["ciphertext"][:4] + "=" + env["ciphertext"][5:]},
         "plus in base64": {**env, "iv": "+" + env["iv"][1:]},
         "whitespace in base64": {**env, "ciphertext": env["ciphertext"][:4] + " " + env["ciphertext"][4:]},
         "impossible length": {**env, "ciphertext": env["ciphertext"] + "A"},
