@@ -118,16 +118,19 @@ def _file_entry(data: Any, _: Any = None) -> FileEntry:
     return _files([data])[0]
 
 
+def _objects(value: Any, field: str) -> list[dict[str, Any]]:
+    """A JSON array of objects, checked (``null`` counts as empty)."""
+    if value is None:
+        return []
+    if type(value) is not list or not all(type(v) is dict for v in value):
+        raise _Invalid(field)
+    return value
+
+
 def _coordinates(points: Any) -> tuple[Coordinate, ...]:
     # Four points per report item, dozens per document: checks inlined.
-    if points is None:
-        return ()
-    if type(points) is not list:
-        raise _Invalid("coordinates")
     out = []
-    for point in points:
-        if type(point) is not dict:
-            raise _Invalid("coordinates[]")
+    for point in _objects(points, "coordinates"):
         x, y = point.get("x"), point.get("y")
         if type(x) is not float and type(x) is not int:
             raise _Invalid("x")
@@ -177,16 +180,8 @@ def _smart_report(data: Any, _: Any = None) -> SmartReport:
 
 def _files(files: Any) -> tuple[FileEntry, ...]:
     # The hot path of bulk describe: checks inlined, one FileEntry per file and nothing else.
-    if not files:
-        if files is None or files == []:
-            return ()
-        raise _Invalid("files")
-    if type(files) is not list:
-        raise _Invalid("files")
     out = []
-    for entry in files:
-        if type(entry) is not dict:
-            raise _Invalid("files[]")
+    for entry in _objects(files, "files"):
         url = entry.get("asset_url")
         if url is not None and type(url) is not str:
             raise _Invalid("asset_url")
