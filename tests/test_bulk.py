@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -349,3 +350,16 @@ async def test_upload_many_refuses_bad_tasks_before_reading_anything(serve: Serv
     async with await client_for(url) as client:
         with pytest.raises(ValueError, match="task"):
             await anext(client.documents.upload_many(["x"], tasks=["Bad Task"]))
+
+
+async def test_a_plain_break_cleans_up_too(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    """Without aclosing: the abandoned generator is finalised by the loop, and the client's close reaps the rest."""
+    server = DocServer(delay=lambda _id: 0.005)
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): server.describe})
+    async with await client_for(url) as client:
+        async for _ in client.documents.describe_many((f"doc-{i}" for i in range(10_000)), concurrency=4):
+            break
+        for _ in range(5):
+            await asyncio.sleep(0)
+    assert bulk_tasks() == 0
+    assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.WARNING]
