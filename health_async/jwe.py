@@ -28,7 +28,10 @@ ciphertext alone) is accepted only with ``allow_legacy=True``: it is weaker, as 
 IV (nor any header), so a tampered IV changes the first plaintext block undetected.
 
 Large payloads: :func:`encrypt_async` and :func:`decrypt_async` move the work to a thread above
-:data:`THREAD_THRESHOLD` bytes so the event loop keeps running.
+:data:`THREAD_THRESHOLD` bytes so the event loop keeps running. :func:`decrypt` opens a ciphertext of 512 K
+characters or more step by step, computing the HMAC on one helper thread (``health_async-jwe-mac``; hashlib
+releases the GIL) while it decodes and decrypts the next step, so the three passes overlap; the tag is still
+compared before the padding is looked at or anything is returned.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ import binascii
 import hashlib
 import hmac
 import os
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import orjson
@@ -69,6 +74,13 @@ DEFAULT_PROTECTED: Final = pybase64.urlsafe_b64encode(b'{"alg":"dir","enc":"A128
 
 #: Payloads at least this large are encrypted or decrypted in a worker thread by the ``*_async`` functions.
 THREAD_THRESHOLD: Final = 64 * 1024
+
+#: Ciphertexts of at least this many base64url characters are opened with the MAC on a helper thread.
+_PIPELINE_MIN: Final = 512 * 1024
+#: Characters per step of that pipeline (a multiple of 4: each step decodes on its own; 192 KiB of ciphertext).
+_PIPELINE_STEP: Final = 4 * 64 * 1024
+_mac_worker: ThreadPoolExecutor | None = None
+_mac_worker_lock = threading.Lock()
 
 _FAILED: Final = "could not decrypt the payload (wrong key, or the envelope is malformed or was altered)"
 
@@ -200,28 +212,80 @@ def encrypt(
     return envelope
 
 
+def _decoded_length(text: str) -> int:
+    rem = len(text) % 4
+    if rem == 1:
+        raise ValueError
+    return len(text) // 4 * 3 + (rem and rem - 1)
+
+
+def _mac_thread() -> ThreadPoolExecutor:
+    global _mac_worker
+    with _mac_worker_lock:
+        if _mac_worker is None:
+            _mac_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health_async-jwe-mac")
+        return _mac_worker
+
+
+def _open_pipelined(text: str, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes, bytes]:
+    """Decode, MAC and decrypt a large ciphertext step by step: ``(padded plaintext, expected tag)``.
+
+    The HMAC of each step runs on one helper thread (hashlib releases the GIL) while this thread decodes and
+    decrypts the next, so the three passes overlap instead of adding up. The plaintext is only decrypted
+    speculatively here: the caller compares the tag before it looks at the padding or returns anything.
+    """
+    mac = hmac.new(k._mac, aad, hashlib.sha256)
+    mac.update(iv)
+    decryptor = Cipher(k._aes, modes.CBC(iv)).decryptor()
+    worker = _mac_thread()
+    pieces: list[bytes] = []
+    pending = None
+    try:
+        for start in range(0, len(text), _PIPELINE_STEP):
+            raw = _b64url_decode(text[start : start + _PIPELINE_STEP])
+            pending = worker.submit(mac.update, raw)  # one worker: the updates run in order
+            pieces.append(decryptor.update(raw))
+        pieces.append(decryptor.finalize())
+    finally:
+        if pending is not None:
+            pending.result()  # never leave the helper thread working on a MAC we abandon
+    mac.update((len(aad) * 8).to_bytes(8, "big"))
+    return b"".join(pieces), mac.digest()[:16]
+
+
 def _decrypt(envelope: Mapping[str, Any], k: JweKey, allow_legacy: bool) -> bytes:
     protected = envelope.get("protected", DEFAULT_PROTECTED)
-    if type(protected) is not str:
+    text = envelope["ciphertext"]
+    if type(protected) is not str or type(text) is not str:
         raise ValueError
     iv = _b64url_decode(envelope["iv"])
-    ciphertext = _b64url_decode(envelope["ciphertext"])
     tag = _b64url_decode(envelope["tag"])
-    if len(iv) != 16 or not ciphertext or len(ciphertext) % 16:
+    size = _decoded_length(text)
+    if len(iv) != 16 or not size or size % 16:
         raise ValueError
+    padded: bytes | None = None
     if len(tag) == 16:
         _check_header(protected)
-        if not hmac.compare_digest(tag, _tag(k._mac, protected.encode("ascii"), iv, ciphertext)):
+        aad = protected.encode("ascii")
+        if len(text) >= _PIPELINE_MIN:
+            padded, expected = _open_pipelined(text, k, aad, iv)
+        else:
+            ciphertext = _b64url_decode(text)
+            expected = _tag(k._mac, aad, iv, ciphertext)
+        if not hmac.compare_digest(tag, expected):
             raise ValueError
         aes = k._aes
     elif len(tag) == 32 and allow_legacy:
+        ciphertext = _b64url_decode(text)
         if not hmac.compare_digest(tag, hmac.digest(k._legacy_mac, ciphertext, "sha256")):
             raise ValueError
         aes = k._legacy_aes
     else:
         raise ValueError
-    decryptor = Cipher(aes, modes.CBC(iv)).decryptor()
-    padded = decryptor.update(ciphertext) + decryptor.finalize()
+    if padded is None:
+        decryptor = Cipher(aes, modes.CBC(iv)).decryptor()
+        padded = decryptor.update(ciphertext) + decryptor.finalize()
+    # Only now, with the tag verified, is the padding looked at.
     pad = padded[-1]
     if not 1 <= pad <= 16 or padded[-pad:] != bytes((pad,)) * pad:
         raise ValueError

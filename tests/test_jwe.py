@@ -257,6 +257,25 @@ def test_fuzz_decrypt_only_raises_encryption_error(envelope: dict[str, Any]) -> 
         pass
 
 
+@pytest.mark.parametrize("size", [384 * 1024 - 17, 384 * 1024, 1024 * 1024 + 5, 3 * 1024 * 1024])
+def test_large_payloads_round_trip_and_tampering_anywhere_is_caught(size: int) -> None:
+    """Large ciphertexts are opened step by step with the MAC on a helper thread: same results, same error."""
+    payload = os.urandom(size)
+    env = jwe.encrypt(payload, KEY)
+    assert len(env["ciphertext"]) >= jwe._PIPELINE_MIN or size < 384 * 1024
+    assert jwe.decrypt(env, KEY) == payload
+    text = env["ciphertext"]
+    for index in (0, len(text) // 2, len(text) - 30):
+        tampered = {**env, "ciphertext": text[:index] + ("A" if text[index] != "A" else "B") + text[index + 1 :]}
+        with pytest.raises(ha.EncryptionError, match=FAILED):
+            jwe.decrypt(tampered, KEY)
+    for bad in (text[:100] + "+" + text[101:], text + "==", text[:-1]):
+        with pytest.raises(ha.EncryptionError, match=FAILED):
+            jwe.decrypt({**env, "ciphertext": bad}, KEY)
+    with pytest.raises(ha.EncryptionError, match=FAILED):
+        jwe.decrypt(env, jwe.derive_key("fedcba9876543210"))
+
+
 async def test_async_variants_small_and_threaded() -> None:
     for size in (10, jwe.THREAD_THRESHOLD + 1):
         payload = os.urandom(size)
