@@ -28,10 +28,11 @@ ciphertext alone) is accepted only with ``allow_legacy=True``: it is weaker, as 
 IV (nor any header), so a tampered IV changes the first plaintext block undetected.
 
 Large payloads: :func:`encrypt_async` and :func:`decrypt_async` move the work to a thread above
-:data:`THREAD_THRESHOLD` bytes so the event loop keeps running. :func:`decrypt` opens a ciphertext of 512 K
-characters or more step by step, computing the HMAC on one helper thread (``health_async-jwe-mac``; hashlib
-releases the GIL) while it decodes and decrypts the next step, so the three passes overlap; the tag is still
-compared before the padding is looked at or anything is returned.
+:data:`THREAD_THRESHOLD` bytes so the event loop keeps running. :func:`encrypt` and :func:`decrypt` handle
+payloads of 512 KB (characters) or more step by step, computing the HMAC on one helper thread
+(``health_async-jwe-mac``; hashlib releases the GIL) while this thread encrypts, or decodes and decrypts, the next
+step, so the passes overlap instead of adding up; decryption still compares the tag before it looks at the
+padding or returns anything.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ DEFAULT_PROTECTED: Final = pybase64.urlsafe_b64encode(b'{"alg":"dir","enc":"A128
 #: Payloads at least this large are encrypted or decrypted in a worker thread by the ``*_async`` functions.
 THREAD_THRESHOLD: Final = 64 * 1024
 
-#: Ciphertexts of at least this many base64url characters are opened with the MAC on a helper thread.
+#: Plaintexts (bytes) or ciphertexts (base64url characters) this large are processed with the MAC on a helper thread.
 _PIPELINE_MIN: Final = 512 * 1024
 #: Characters per step of that pipeline (a multiple of 4: each step decodes on its own; 192 KiB of ciphertext).
 _PIPELINE_STEP: Final = 4 * 64 * 1024
@@ -182,6 +183,32 @@ def _seal(plaintext: bytes | bytearray | memoryview, k: JweKey, aad: bytes, iv: 
     return ciphertext, _tag(k._mac, aad, iv, ciphertext)
 
 
+def _seal_pipelined(view: memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[str, bytes]:
+    """:func:`_seal` and base64url step by step, the HMAC of each step on the helper thread: ``(text, tag)``."""
+    mac = hmac.new(k._mac, aad, hashlib.sha256)
+    mac.update(iv)
+    encryptor = Cipher(k._aes, modes.CBC(iv)).encryptor()
+    worker = _mac_thread()
+    step = _PIPELINE_STEP // 4 * 3  # a multiple of 48: each step's ciphertext is whole blocks and whole base64
+    whole = view.nbytes - view.nbytes % step
+    encoded: list[bytes] = []
+    pending = None
+    try:
+        for start in range(0, whole, step):
+            ciphertext = encryptor.update(view[start : start + step])
+            pending = worker.submit(mac.update, ciphertext)  # one worker: the updates run in order
+            encoded.append(pybase64.urlsafe_b64encode(ciphertext))
+        pad = 16 - view.nbytes % 16
+        ciphertext = encryptor.update(bytes(view[whole:]) + bytes((pad,)) * pad) + encryptor.finalize()
+        pending = worker.submit(mac.update, ciphertext)
+        encoded.append(pybase64.urlsafe_b64encode(ciphertext).rstrip(b"="))
+    finally:
+        if pending is not None:
+            pending.result()
+    mac.update((len(aad) * 8).to_bytes(8, "big"))
+    return b"".join(encoded).decode("ascii"), mac.digest()[:16]
+
+
 def encrypt(
     plaintext: bytes | bytearray | memoryview,
     key: str | bytes | JweKey,
@@ -205,8 +232,13 @@ def encrypt(
     if kid is not None and (type(kid) is not str or not kid.isprintable()):
         raise ValueError("kid must be a printable str")
     iv = os.urandom(16)
-    ciphertext, tag = _seal(plaintext, k, protected.encode("ascii"), iv)
-    envelope = {"protected": protected, "iv": _b64url(iv), "ciphertext": _b64url(ciphertext), "tag": _b64url(tag)}
+    view = memoryview(plaintext).cast("B")
+    if view.nbytes >= _PIPELINE_MIN:
+        text, tag = _seal_pipelined(view, k, protected.encode("ascii"), iv)
+    else:
+        ciphertext, tag = _seal(view, k, protected.encode("ascii"), iv)
+        text = _b64url(ciphertext)
+    envelope = {"protected": protected, "iv": _b64url(iv), "ciphertext": text, "tag": _b64url(tag)}
     if kid is not None:
         envelope["kid"] = kid
     return envelope

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, modes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from joserfc import jwe as jose_jwe
+from joserfc.jwe import JWERegistry
 from joserfc.jwk import OctKey
 
 import health_async as ha
@@ -96,6 +97,14 @@ def test_joserfc_decrypts_what_we_encrypt() -> None:
     data = jose_jwe.decrypt_compact(jwe.to_compact(env), _oct(KEY_STRING))
     assert data.plaintext == b'{"aadhaar_number":"234567890124"}'
     assert data.protected == {"alg": "dir", "enc": "A128CBC-HS256"}
+
+
+def test_joserfc_decrypts_a_large_payload_we_encrypt_step_by_step() -> None:
+    payload = os.urandom(jwe._PIPELINE_MIN * 2 + 7)  # over the threshold: the pipelined encryption
+    registry = JWERegistry()
+    registry.max_ciphertext_length = 8 * 1024 * 1024  # joserfc refuses over 64 K characters by default
+    data = jose_jwe.decrypt_compact(jwe.to_compact(jwe.encrypt(payload, KEY)), _oct(KEY_STRING), registry=registry)
+    assert data.plaintext == payload
 
 
 @pytest.mark.parametrize("size", [0, 1, 15, 16, 17, 1000])
