@@ -195,3 +195,22 @@ def test_demo_runs_every_operation(capsys: pytest.CaptureFixture[str]) -> None:
     assert "retries absorbed" in out
     for step in ("describe a document", "upload (JWE-encrypted, streamed)", "aadhaar init (JWE-encrypted)", "profile"):
         assert step in out
+
+
+def test_progress_bar_on_a_terminal_and_silence_otherwise() -> None:
+    shown = io.StringIO()
+    bar = cli.Progress("describe", enabled=True, stream=shown)
+    bar(1, 0, 10)
+    bar(10, 1, 10)
+    bar.close()
+    text = shown.getvalue()
+    assert "10/10" in text and "failed 1" in text and text.endswith("\n")
+    unknown_total = io.StringIO()
+    bar = cli.Progress("describe", enabled=True, stream=unknown_total)
+    bar(5, 0, None)
+    assert "5 done" in unknown_total.getvalue()
+    piped = io.StringIO()  # not a terminal: nothing at all
+    bar = cli.Progress("describe", stream=piped)
+    bar(10, 1, 10)
+    bar.close()
+    assert piped.getvalue() == ""
