@@ -151,10 +151,25 @@ async def test_oversized_response_is_refused(serve: Serve) -> None:
     async def huge(request: web.Request) -> web.Response:
         return web.json_response({"document_id": "x" * 5000})
 
-    url = await serve({("GET", "/mr/api/v1/docs/{id}"): huge})
+    async def endless(request: web.Request) -> web.StreamResponse:
+        # No Content-Length (chunked): the cap must hold while reading, without buffering it all first.
+        response = web.StreamResponse()
+        response.content_type = "application/json"
+        await response.prepare(request)
+        try:
+            for _ in range(1000):
+                await response.write(b" " * 65536)
+        except (ConnectionResetError, RuntimeError):
+            pass  # the client stopped reading, as it should
+        return response
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): huge, ("GET", "/stream/{id}"): endless})
     async with client(url, max_response_size=1000) as c:
         with pytest.raises(ha.ResponseTooLarge):
             await c.documents.describe("x")
+    async with client(url, max_response_size=200_000) as c:
+        with pytest.raises(ha.ResponseTooLarge, match="over the 200000-byte limit"):
+            await c._session.request("GET", "/stream/x", operation="describe", idempotent=True)
 
 
 async def test_in_flight_requests_never_exceed_max_connections(serve: Serve) -> None:
