@@ -259,6 +259,16 @@ def _mac_thread() -> ThreadPoolExecutor:
         return _mac_worker
 
 
+def _forget_mac_thread() -> None:
+    # A forked child has the executor object but not its thread: work handed to it would never run.
+    global _mac_worker, _mac_worker_lock
+    _mac_worker = None
+    _mac_worker_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_mac_thread)
+
+
 def _open_pipelined(text: str, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes, bytes]:
     """Decode, MAC and decrypt a large ciphertext step by step: ``(padded plaintext, expected tag)``.
 

@@ -341,3 +341,22 @@ async def test_stream_yields_while_the_loop_keeps_running() -> None:
     finally:
         task.cancel()
     assert ticks >= 3
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Python 3.12+ warns about fork() with threads
+def test_a_forked_child_still_decrypts_large_payloads() -> None:
+    """The helper thread does not survive fork(): the child must get its own, not wait forever on the parent's."""
+    import multiprocessing
+
+    payload = os.urandom(jwe._PIPELINE_MIN * 2)
+    env = jwe.encrypt(payload, KEY)
+    assert jwe.decrypt(env, KEY) == payload  # the parent's helper thread now exists
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_decrypt_in_child, args=(env, len(payload)))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+
+
+def _decrypt_in_child(env: dict[str, str], size: int) -> None:
+    assert len(jwe.decrypt(env, KEY)) == size
