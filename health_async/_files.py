@@ -46,7 +46,8 @@ class FileSource:
     @classmethod
     def from_input(cls, value: FileInput, *, filename: str | None = None) -> FileSource:
         """Inspect ``value`` without reading it. Raises ``FileNotFoundError``/``PermissionError``/``ValueError``
-        (also ``TypeError`` for an unsupported type) before anything is sent."""
+        (also ``TypeError`` for an unsupported type) before anything is sent. Messages never name the file: file
+        names can be personal data (the caller has the path; bulk results carry it as ``source``)."""
         if isinstance(value, bytes | bytearray | memoryview):
             view = memoryview(value).cast("B")
             return cls(name=filename or "file", size=view.nbytes, data=view)
@@ -54,10 +55,10 @@ class FileSource:
             path = Path(value)
             if not path.is_file():
                 if not path.exists():
-                    raise FileNotFoundError(f"upload file does not exist: {path.name!r}")
-                raise ValueError(f"upload path is not a regular file: {path.name!r}")
+                    raise FileNotFoundError("the upload file does not exist")
+                raise ValueError("the upload path is not a regular file")
             if not os.access(path, os.R_OK):
-                raise PermissionError(f"upload file is not readable: {path.name!r}")
+                raise PermissionError("the upload file is not readable")
             return cls(name=filename or path.name, size=path.stat().st_size, path=path)
         if hasattr(value, "read"):
             if isinstance(value, io.TextIOBase):  # type: ignore[unreachable]
