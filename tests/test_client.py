@@ -417,3 +417,10 @@ def test_repr_shows_no_secret() -> None:
 def test_bad_configuration_is_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         ha.HealthClient(base_url=BASE, token="t", **kwargs)
+
+
+async def test_a_base_url_with_a_path_prefix_is_kept(mocked: aioresponses) -> None:
+    mocked.get(f"{BASE}/gateway/health/mr/api/v1/docs/doc-1", payload=DOC_BODY)
+    async with ha.HealthClient(base_url=f"{BASE}/gateway/health/", token="t", user_id="oid-1") as c:
+        doc = await c.documents.describe("doc-1")
+    assert doc.document_id == "doc-1"

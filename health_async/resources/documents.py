@@ -41,13 +41,23 @@ class Documents(Resource):
             DocumentNotFound: no such document for that user.
             ValueError: ``document_id`` is not a single path segment, or there is no user id.
         """
+        return await self._describe(document_id, {C.H_PT_ID: self._required_user_id(user_id)}, retry, timeout)
+
+    async def _describe(
+        self,
+        document_id: str,
+        headers: dict[str, str],
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+    ) -> Document:
+        # describe() once its user header is checked; describe_many checks that header once for the whole batch.
         segment = path_segment("document_id", document_id)
         data = await self._session.request(
             "GET",
             f"/mr/api/v1/docs/{segment}",
             route=C.PATH_DOCUMENT,
             operation="describe",
-            headers={C.H_PT_ID: self._required_user_id(user_id)},
+            headers=headers,
             idempotent=True,
             retry=retry,
             timeout=timeout,
@@ -204,11 +214,11 @@ class Documents(Resource):
         Arguments are checked when this is called (a missing user id raises at once); no request is sent
         before the iteration starts.
         """
-        user = self._required_user_id(user_id)
+        headers = {C.H_PT_ID: self._required_user_id(user_id)}  # one dict for the batch: never mutated
 
         async def call(item: str | DocumentListItem) -> Document:
             document_id = item.document_id if isinstance(item, DocumentListItem) else item
-            return await self.describe(document_id, user_id=user, retry=retry, timeout=timeout)
+            return await self._describe(document_id, headers, retry, timeout)
 
         def wrap(item: str | DocumentListItem, doc: Document | None, error: HealthError | None) -> DescribeResult:
             document_id = item.document_id if isinstance(item, DocumentListItem) else item
