@@ -29,6 +29,7 @@ from .errors import (
     ResponseTooLarge,
     ResponseValidationError,
     ServerError,
+    TLSVerificationError,
     TransportError,
 )
 from .models import (
@@ -82,6 +83,7 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "SmartReport",
+    "TLSVerificationError",
     "TokenProvider",
     "TransportError",
     "UploadResult",

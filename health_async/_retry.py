@@ -11,7 +11,7 @@ from collections.abc import Callable
 import attrs
 
 from . import _constants as C
-from .errors import ApiError, RateLimitError, TransportError
+from .errors import ApiError, RateLimitError, TLSVerificationError, TransportError
 
 __all__ = ["RetryPolicy"]
 
@@ -82,6 +82,8 @@ class RetryPolicy:
 
     def should_retry(self, exc: BaseException, *, idempotent: bool) -> bool:
         """Whether ``exc``, raised by one attempt of a request, is worth another attempt."""
+        if isinstance(exc, TLSVerificationError):
+            return False
         if isinstance(exc, TransportError):
             return idempotent or self.retry_non_idempotent or not exc.sent
         if not (idempotent or self.retry_non_idempotent):

@@ -38,6 +38,7 @@ from .errors import (
     RequestTimeout,
     ResponseTooLarge,
     ResponseValidationError,
+    TLSVerificationError,
     TransportError,
     error_from_response,
 )
@@ -319,7 +320,7 @@ class Session:
         if isinstance(exc, asyncio.TimeoutError):
             return RequestTimeout(f"{op}: the request timed out")
         if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-            return TransportError(f"{op}: TLS certificate verification failed for {req.url.host}", sent=False)
+            return TLSVerificationError(f"{op}: TLS certificate verification failed for {req.url.host}", sent=False)
         if isinstance(exc, aiohttp.ClientConnectorError):
             return TransportError(f"{op}: cannot connect to {req.url.host}: {type(exc).__name__}", sent=False)
         if isinstance(exc, aiohttp.ClientPayloadError):

@@ -50,6 +50,7 @@ __all__ = [
     "ResponseTooLarge",
     "ResponseValidationError",
     "ServerError",
+    "TLSVerificationError",
     "TransportError",
     "error_from_response",
     "parse_retry_after",
@@ -172,6 +173,11 @@ class TransportError(HealthError):
 
 class RequestTimeout(TransportError, asyncio.TimeoutError):
     """The request did not complete within its timeout."""
+
+
+class TLSVerificationError(TransportError):
+    """The server's TLS certificate could not be verified. Nothing was sent, and it is never retried: a wrong or
+    self-signed certificate does not heal by waiting."""
 
 
 class ResponseValidationError(HealthError):

@@ -84,3 +84,11 @@ def test_never_makes_one_attempt_and_policy_is_frozen() -> None:
     assert RetryPolicy.never().attempts == 1
     with pytest.raises(AttributeError):
         RetryPolicy().attempts = 3  # type: ignore[misc]
+
+
+def test_tls_verification_failures_are_never_retried() -> None:
+    policy = RetryPolicy(retry_non_idempotent=True)
+    error = E.TLSVerificationError("bad certificate", sent=False)
+    assert isinstance(error, E.TransportError)
+    assert not policy.should_retry(error, idempotent=True)
+    assert policy.should_retry(E.TransportError("refused", sent=False), idempotent=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -65,12 +66,19 @@ async def tls_server(tmp_path: Path) -> AsyncIterator[tuple[str, Path, list[str]
     await runner.cleanup()
 
 
-async def test_self_signed_certificate_is_refused(tls_server: tuple[str, Path, list[str]]) -> None:
+async def test_self_signed_certificate_is_refused_and_not_retried(
+    tls_server: tuple[str, Path, list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
     url, _, seen = tls_server
-    async with ha.HealthClient(base_url=url, token="secret-token", user_id="u", retry=ha.RetryPolicy.never()) as c:
-        with pytest.raises(ha.TransportError, match="TLS certificate verification failed") as info:
+    caplog.set_level(logging.INFO, logger="health_async")
+    retry = ha.RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0)
+    async with ha.HealthClient(base_url=url, token="secret-token", user_id="u", retry=retry) as c:
+        with pytest.raises(ha.TLSVerificationError, match="TLS certificate verification failed") as info:
             await c.documents.describe("doc-1")
+        with pytest.raises(ha.TransportError):  # it is a TransportError too
+            await c.abha.aadhaar_init("234567890124")
     assert info.value.sent is False and info.value.__cause__ is not None
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]  # a bad certificate does not heal
     assert "secret-token" not in str(info.value)
     assert seen == []  # the request never reached the handler
 
