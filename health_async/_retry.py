@@ -27,7 +27,8 @@ class RetryPolicy:
 
     **What is retried.** A failure is retried when it is transient: a transport error (connection refused or
     reset, DNS, a timeout, a body cut mid-way), HTTP 429, or a status in :attr:`retry_statuses` (by default
-    408, 500, 502, 503, 504).
+    408, 500, 502, 503, 504). A TLS certificate that fails verification (:class:`TLSVerificationError`) is
+    never retried: it does not heal by waiting.
 
     **Idempotency rule.** Describe, list and profile are reads and retry on every transient failure.
     Upload and aadhaar init are *not idempotent*: a repeated upload can create a duplicate document, and a
