@@ -22,7 +22,6 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from .errors import ResponseValidationError
 from .models import (
-    _FILE_TYPES,
     AadhaarInit,
     Coordinate,
     Document,
@@ -185,7 +184,7 @@ def _files(files: Any) -> tuple[FileEntry, ...]:
         url = entry.get("asset_url")
         if url is not None and type(url) is not str:
             raise _Invalid("asset_url")
-        out.append(FileEntry(url, _FILE_TYPES.get(entry.get("file_type"), FileType.UNKNOWN)))
+        out.append(FileEntry(url, FileType.from_wire(entry.get("file_type"))))
     return tuple(out)
 
 

@@ -22,7 +22,7 @@ __all__ = ["CHUNK_SIZE", "FileInput", "FileSource", "StreamBody", "multipart_bod
 #: What ``documents.upload`` accepts: a filesystem path, the bytes themselves, or a binary file object.
 FileInput: TypeAlias = "str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO"
 
-#: Read size for streaming; a multiple of 3 and of 16 so base64 and AES blocks need no carry-over.
+#: Read size for streaming a multipart upload (the encrypted upload reads smaller steps: ``_jwe_stream``).
 CHUNK_SIZE = 256 * 1024 * 3  # 768 KiB
 
 #: Sources smaller than this are read inline; a thread hop costs more than the read.

@@ -13,8 +13,6 @@ bytes. That work runs in a worker thread, one chunk at a time, so the event loop
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import os
 from collections.abc import AsyncIterator, Callable
 
@@ -23,7 +21,7 @@ import pybase64
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
 from ._files import FileSource
-from .jwe import DEFAULT_PROTECTED, JweKey
+from .jwe import DEFAULT_PROTECTED, JweKey, _TagMac
 
 __all__ = ["encrypted_upload_body", "plaintext_size"]
 
@@ -67,8 +65,7 @@ def encrypted_upload_body(
     async def body() -> AsyncIterator[bytes]:
         iv = os.urandom(16)
         encryptor = Cipher(key._aes, modes.CBC(iv)).encryptor()
-        mac = hmac.new(key._mac, protected, hashlib.sha256)
-        mac.update(iv)
+        mac = _TagMac(key._mac, protected, iv)
         carry = b""  # ciphertext bytes not yet base64url-encoded (fewer than 3)
 
         def seal(plain: bytes, last: bool = False) -> list[bytes]:
@@ -106,7 +103,6 @@ def encrypted_upload_body(
         pad = 16 - plaintext_size(source.size) % 16
         for piece in seal(pybase64.b64encode(pending) + _CLOSE + bytes((pad,)) * pad, last=True):
             yield piece
-        mac.update((len(protected) * 8).to_bytes(8, "big"))
-        yield b'","tag":"' + pybase64.urlsafe_b64encode(mac.digest()[:16]).rstrip(b"=") + b'"}'
+        yield b'","tag":"' + pybase64.urlsafe_b64encode(mac.tag()).rstrip(b"=") + b'"}'
 
     return size, body

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -32,6 +32,7 @@ from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._version import __version__
 from .errors import (
+    ApiError,
     ClientClosedError,
     EncryptionError,
     HealthError,
@@ -235,7 +236,10 @@ class Session:
             timeout=self._timeout,
         )
         status, resp_headers, raw = await self._send(self._open(), req, None)
-        return await self._finish(req, status, resp_headers, raw)
+        if status >= 400:
+            raise await self._error(req, status, resp_headers, raw)
+        data = self._decode(req, status, raw)
+        return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
 
     # ---------------------------------------------------------------- one attempt
 
@@ -264,15 +268,10 @@ class Session:
                 token = await self.auth.refresh(self, token)
                 continue
             break
-        if 200 <= status < 300 and raw:  # the common case, without another coroutine
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                pass  # _finish says so
-            else:
-                if type(data) is not dict or "ciphertext" not in data:
-                    return data
-        return await self._finish(req, status, headers, raw)
+        if status >= 400:
+            raise await self._error(req, status, headers, raw)
+        data = self._decode(req, status, raw)
+        return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
 
     async def _send(
         self, http: aiohttp.ClientSession, req: _Request, token: str | None
@@ -299,11 +298,7 @@ class Session:
             async with http.request(
                 req.method, req.url, params=req.params, headers=headers, data=data, timeout=req.timeout
             ) as resp:
-                length = resp.content_length
-                if length is not None and length <= self.config.max_response_size:
-                    return resp.status, resp.headers, await resp.read()  # the common case
-                raw = await _read_capped(resp, self.config.max_response_size, req.operation)
-                return resp.status, resp.headers, raw
+                return resp.status, resp.headers, await _read_capped(resp, self.config.max_response_size, req)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise self._transport_error(exc, req) from exc
         except RuntimeError as exc:  # aiohttp: "Session is closed" when aclose() raced this request
@@ -329,23 +324,24 @@ class Session:
             return TransportError(f"{op}: the server closed the connection")
         return TransportError(f"{op}: request failed: {type(exc).__name__}")
 
-    async def _finish(self, req: _Request, status: int, headers: Mapping[str, str], raw: bytes) -> Any:
-        if status >= 400:
-            error = error_from_response(status, headers, await self._error_body(raw), operation=req.operation)
-            if error.retry_after is not None and status in (429, 503):
-                self.limits.pause(min(error.retry_after, self.config.retry.retry_after_cap))
-            raise error
+    async def _error(self, req: _Request, status: int, headers: Mapping[str, str], raw: bytes) -> ApiError:
+        """The typed error of an error response; a 429/503 ``Retry-After`` also pauses the whole client."""
+        error = error_from_response(status, headers, await self._error_body(raw), operation=req.operation)
+        if error.retry_after is not None and status in (429, 503):
+            self.limits.pause(min(error.retry_after, self.config.retry.retry_after_cap))
+        return error
+
+    @staticmethod
+    def _decode(req: _Request, status: int, raw: bytes) -> Any:
+        """A success body as JSON (``None`` for 204)."""
         if status == 204 or (not raw and req.method == "DELETE"):
             return None
         try:
-            data = orjson.loads(raw)
+            return orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise ResponseValidationError(
                 f"{req.operation}: the service answered HTTP {status} with a body that is not JSON"
             ) from None
-        if type(data) is dict and "ciphertext" in data and "tag" in data:
-            data = await self._decrypt(data, req.operation)
-        return data
 
     async def _error_body(self, raw: bytes) -> Any:
         if not raw:
@@ -354,7 +350,7 @@ class Session:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return raw.decode("utf-8", "replace")
-        if type(data) is dict and "ciphertext" in data and self.config.encryption_key is not None:
+        if _looks_encrypted(data) and self.config.encryption_key is not None:
             try:
                 data = await self._decrypt(data, "error")
             except HealthError:
@@ -371,6 +367,7 @@ class Session:
         return orjson.dumps(envelope)
 
     async def _decrypt(self, envelope: dict[str, Any], operation: str) -> Any:
+        """The JSON inside an encrypted body; a body that only looked encrypted is returned as it is."""
         from . import jwe
 
         if not jwe.is_envelope(envelope):
@@ -445,15 +442,26 @@ def _client_timeout(total: float | None, connect: float | None) -> aiohttp.Clien
     return aiohttp.ClientTimeout(total=total, connect=connect)
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, cap: int, operation: str) -> bytes:
+def _read_capped(resp: aiohttp.ClientResponse, cap: int, req: _Request) -> Awaitable[bytes]:
+    """The body, refused with :class:`ResponseTooLarge` past ``cap`` bytes: at once when ``Content-Length``
+    says so, else while reading. A plain function so the common case costs no extra coroutine."""
     length = resp.content_length
-    if length is not None:
-        if length > cap:
-            raise ResponseTooLarge(f"{operation}: the response is {length} bytes, over the {cap}-byte limit")
-        return await resp.read()
+    if length is None:
+        return _read_chunked(resp, cap, req.operation)
+    if length > cap:
+        raise ResponseTooLarge(f"{req.operation}: the response is {length} bytes, over the {cap}-byte limit")
+    return resp.read()
+
+
+async def _read_chunked(resp: aiohttp.ClientResponse, cap: int, operation: str) -> bytes:
     buf = bytearray()
     async for chunk in resp.content.iter_chunked(64 * 1024):
         buf += chunk
         if len(buf) > cap:
             raise ResponseTooLarge(f"{operation}: the response is over the {cap}-byte limit")
     return bytes(buf)
+
+
+def _looks_encrypted(data: Any) -> bool:
+    """Cheap first test for an encrypted body; :func:`health_async.jwe.is_envelope` has the last word."""
+    return type(data) is dict and "ciphertext" in data

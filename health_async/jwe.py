@@ -162,12 +162,26 @@ def _check_header(protected: str) -> None:
         raise ValueError
 
 
+class _TagMac:
+    """The A128CBC-HS256 tag, fed incrementally: HMAC-SHA256 over AAD || IV || ciphertext || AL, first 16 bytes."""
+
+    __slots__ = ("_aad_bits", "_mac", "update")
+
+    def __init__(self, mac_key: bytes, aad: bytes, iv: bytes) -> None:
+        self._mac = hmac.new(mac_key, aad, hashlib.sha256)
+        self._mac.update(iv)
+        self._aad_bits = (len(aad) * 8).to_bytes(8, "big")
+        self.update = self._mac.update  # ciphertext, in order (thread-safe to call from the helper thread)
+
+    def tag(self) -> bytes:
+        self._mac.update(self._aad_bits)
+        return self._mac.digest()[:16]
+
+
 def _tag(mac_key: bytes, aad: bytes, iv: bytes, ciphertext: bytes | bytearray | memoryview) -> bytes:
-    mac = hmac.new(mac_key, aad, hashlib.sha256)
-    mac.update(iv)
+    mac = _TagMac(mac_key, aad, iv)
     mac.update(ciphertext)
-    mac.update((len(aad) * 8).to_bytes(8, "big"))
-    return mac.digest()[:16]
+    return mac.tag()
 
 
 def _seal(plaintext: bytes | bytearray | memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[memoryview, bytes]:
@@ -185,8 +199,7 @@ def _seal(plaintext: bytes | bytearray | memoryview, k: JweKey, aad: bytes, iv: 
 
 def _seal_pipelined(view: memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[str, bytes]:
     """:func:`_seal` and base64url step by step, the HMAC of each step on the helper thread: ``(text, tag)``."""
-    mac = hmac.new(k._mac, aad, hashlib.sha256)
-    mac.update(iv)
+    mac = _TagMac(k._mac, aad, iv)
     encryptor = Cipher(k._aes, modes.CBC(iv)).encryptor()
     worker = _mac_thread()
     step = _PIPELINE_STEP // 4 * 3  # a multiple of 48: each step's ciphertext is whole blocks and whole base64
@@ -205,8 +218,7 @@ def _seal_pipelined(view: memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple
     finally:
         if pending is not None:
             pending.result()
-    mac.update((len(aad) * 8).to_bytes(8, "big"))
-    return b"".join(encoded).decode("ascii"), mac.digest()[:16]
+    return b"".join(encoded).decode("ascii"), mac.tag()
 
 
 def encrypt(
@@ -276,8 +288,7 @@ def _open_pipelined(text: str, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes,
     decrypts the next, so the three passes overlap instead of adding up. The plaintext is only decrypted
     speculatively here: the caller compares the tag before it looks at the padding or returns anything.
     """
-    mac = hmac.new(k._mac, aad, hashlib.sha256)
-    mac.update(iv)
+    mac = _TagMac(k._mac, aad, iv)
     decryptor = Cipher(k._aes, modes.CBC(iv)).decryptor()
     worker = _mac_thread()
     pieces: list[bytes] = []
@@ -291,8 +302,7 @@ def _open_pipelined(text: str, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes,
     finally:
         if pending is not None:
             pending.result()  # never leave the helper thread working on a MAC we abandon
-    mac.update((len(aad) * 8).to_bytes(8, "big"))
-    return b"".join(pieces), mac.digest()[:16]
+    return b"".join(pieces), mac.tag()
 
 
 def _decrypt(envelope: Mapping[str, Any], k: JweKey, allow_legacy: bool) -> bytes:

@@ -216,13 +216,14 @@ class Documents(Resource):
         """
         headers = {C.H_PT_ID: self._required_user_id(user_id)}  # one dict for the batch: never mutated
 
+        def id_of(item: str | DocumentListItem) -> str:
+            return item.document_id if isinstance(item, DocumentListItem) else item
+
         async def call(item: str | DocumentListItem) -> Document:
-            document_id = item.document_id if isinstance(item, DocumentListItem) else item
-            return await self._describe(document_id, headers, retry, timeout)
+            return await self._describe(id_of(item), headers, retry, timeout)
 
         def wrap(item: str | DocumentListItem, doc: Document | None, error: HealthError | None) -> DescribeResult:
-            document_id = item.document_id if isinstance(item, DocumentListItem) else item
-            return DescribeResult(document_id=str(document_id), document=doc, error=error)
+            return DescribeResult(document_id=str(id_of(item)), document=doc, error=error)
 
         return run_pool(
             self._session, ids, call, wrap, concurrency=concurrency, ordered=ordered, progress=progress, total=total
