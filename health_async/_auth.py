@@ -43,11 +43,21 @@ class ClientCredentials:
 
 
 class Auth:
-    """Hands out the current token and refreshes it, single flight."""
+    """Hands out the current token and refreshes it, single flight for successes *and* failures.
+
+    One fetch (login, refresh or provider call) runs at a time, as a task owned by the client; every caller that
+    needs a new token while it runs awaits that same task, so 32 concurrent callers with a bad secret cause one
+    login call and all see its error. A caller whose request got a 401 passes the :attr:`generation` of the token
+    it sent: if a fetch has completed since, it takes that result instead of starting another, even when the fetch
+    returned the same token string (a ``token_provider`` that hands out the same token is not called once per
+    concurrent 401).
+    """
 
     def __init__(self) -> None:
         self._token: str | None = None
-        self._lock: asyncio.Lock | None = None
+        self._fetching: asyncio.Task[str] | None = None
+        #: Incremented by every completed fetch; lets a 401 tell whether its token is already replaced.
+        self.generation = 0
         self.refreshes = 0
 
     def __repr__(self) -> str:
@@ -67,23 +77,32 @@ class Auth:
         """The token to send now."""
         token = self._token
         if token is None or self._stale():
-            token = await self.refresh(session, token)
+            token = await self.refresh(session, self.generation)
         return token
 
     def _stale(self) -> bool:
         return False
 
-    async def refresh(self, session: Session, stale: str | None) -> str:
-        """Replace ``stale`` with a fresh token; concurrent callers share one refresh."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._token is not None and self._token != stale and not self._stale():
-                return self._token  # somebody else refreshed while we waited
-            token = await self._fetch(session)
-            self._token = check_header_value("token", token)
+    async def refresh(self, session: Session, seen_generation: int) -> str:
+        """A token newer than generation ``seen_generation``; concurrent callers share one fetch and its outcome."""
+        if self.generation != seen_generation and self._token is not None and not self._stale():
+            return self._token  # somebody else fetched a new one since this caller's token was handed out
+        task = self._fetching
+        if task is None:
+            task = self._fetching = session.spawn(self._run_fetch(session))
+            task.add_done_callback(_retrieve)  # its error reaches the waiters; none left must not warn
+        # shielded: one waiter being cancelled must not cancel the fetch the others wait on
+        return await asyncio.shield(task)
+
+    async def _run_fetch(self, session: Session) -> str:
+        try:
+            token = check_header_value("token", await self._fetch(session))
+            self._token = token
+            self.generation += 1
             self.refreshes += 1
-            return self._token
+            return token
+        finally:
+            self._fetching = None
 
     async def _fetch(self, session: Session) -> str:
         raise NotImplementedError
@@ -162,6 +181,11 @@ class CredentialsAuth(Auth):
         self._refresh_token = refresh or self._refresh_token
         self._expires_at = self._clock() + expires_in
         return access
+
+
+def _retrieve(task: asyncio.Task[str]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _token_fields(data: Any, operation: str) -> tuple[str, str | None, float]:

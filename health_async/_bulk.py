@@ -14,22 +14,25 @@ Design (one piece of code for ``describe_many`` and ``upload_many``):
   Closing the client mid-batch raises :class:`~health_async.errors.ClientClosedError` from the iteration, so
   a batch never looks complete when it was not.
 * Leaving the ``async for`` early (``break``, an exception, cancellation of the consumer) cancels the workers
-  when the generator is closed; wrap the iteration in :func:`contextlib.aclosing` to make that immediate rather
-  than when the generator is garbage-collected.
+  when the stream is closed; ``async with`` the stream (or :func:`contextlib.aclosing`) makes that immediate
+  rather than when it is garbage-collected. With ``drain`` (uploads, which are not idempotent) the workers
+  already inside a call are let finish and their results kept in :attr:`BulkStream.left_behind`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+import os
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._logging import logger
 from .errors import ClientClosedError, HealthError, InvalidRequest
 
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["ProgressCallback", "known_length", "run_pool"]
+__all__ = ["BulkStream", "ProgressCallback", "check_many_input", "known_length", "run_pool"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -78,7 +81,50 @@ class _Source(Generic[T]):
         return index, item
 
 
-async def run_pool(
+class BulkStream(AsyncIterator[R]):
+    """What ``describe_many`` and ``upload_many`` return: an async iterator of results, closable early.
+
+    Use it in ``async for``; leave early with ``break`` and close it (``async with`` it, or
+    :func:`contextlib.aclosing`, to have that happen at once). For uploads, leaving early does not abandon uploads
+    that may already have reached the service: the calls already running are let finish, and their results land
+    in :attr:`left_behind` (also logged as a count at WARNING), so every upload the service saw is reported.
+    """
+
+    def __init__(self, results: AsyncGenerator[R, None], left_behind: list[R]) -> None:
+        self._results = results
+        #: Results of calls that were already running when the iteration was left early (uploads only; empty
+        #: for describes, whose calls are simply cancelled). Complete once :meth:`aclose` has returned.
+        self.left_behind = left_behind
+
+    def __aiter__(self) -> BulkStream[R]:
+        return self
+
+    async def __anext__(self) -> R:
+        return await self._results.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop: cancel the idle workers, let running uploads finish (into :attr:`left_behind`), release all."""
+        await self._results.aclose()
+
+    async def __aenter__(self) -> BulkStream[R]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def check_many_input(items: object, what: str) -> None:
+    """Refuse, before anything is sent, a single value where an iterable of many is expected."""
+    if isinstance(items, str | bytes | bytearray | memoryview | os.PathLike):
+        raise TypeError(
+            f"{what} must be an iterable of many (a list, a generator, an async iterator), not a single "
+            f"{type(items).__name__}: wrap one item in a list"
+        )
+    if not isinstance(items, Iterable | AsyncIterable):
+        raise TypeError(f"{what} must be an iterable or an async iterable, not {type(items).__name__}")
+
+
+def run_pool(
     session: Session,
     items: Iterable[T] | AsyncIterable[T],
     call: Callable[[T], Awaitable[R]],
@@ -88,25 +134,59 @@ async def run_pool(
     ordered: bool,
     progress: ProgressCallback | None = None,
     total: int | None = None,
-) -> AsyncIterator[Any]:
-    """Yield ``wrap(item, result, error)`` for every item of ``items``, ``call`` running ``concurrency`` at a time."""
+    drain: bool = False,
+    what: str = "items",
+) -> BulkStream[Any]:
+    """``wrap(item, result, error)`` for every item of ``items``, ``call`` running ``concurrency`` at a time.
+
+    Checked at once, before anything is sent: a closed client raises :class:`ClientClosedError`, a single
+    ``str``/``bytes``/path where many are expected raises ``TypeError``. ``concurrency`` is capped by the client's
+    ``max_connections`` and by the input's length when known: more workers would only wait. ``drain`` (uploads)
+    lets the calls already running finish when the consumer leaves early (see :class:`BulkStream`).
+    """
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
         raise ValueError("concurrency must be a positive int")
+    check_many_input(items, what)
+    if session.closed:
+        raise ClientClosedError("the HealthClient is closed; create a new one")
     if total is None:
         total = known_length(items)
+    concurrency = min(concurrency, session.config.max_connections, max(1, total) if total is not None else concurrency)
+    left_behind: list[Any] = []
+    results = _pool(session, items, call, wrap, concurrency, ordered, progress, total, drain, left_behind)
+    return BulkStream(results, left_behind)
+
+
+async def _pool(
+    session: Session,
+    items: Iterable[T] | AsyncIterable[T],
+    call: Callable[[T], Awaitable[R]],
+    wrap: Callable[[T, R | None, HealthError | None], Any],
+    concurrency: int,
+    ordered: bool,
+    progress: ProgressCallback | None,
+    total: int | None,
+    drain: bool,
+    left_behind: list[Any],
+) -> AsyncGenerator[Any, None]:
     source: _Source[T] = _Source(items)
     window = asyncio.Semaphore(2 * concurrency)
     results: asyncio.Queue[Any] = asyncio.Queue()
+    calling: set[asyncio.Task[Any]] = set()  # workers inside `call` (their request may be on the wire)
+    stopping = False
 
     async def worker() -> None:
+        me = asyncio.current_task()
+        assert me is not None
         try:
-            while True:
+            while not stopping:
                 await window.acquire()
                 taken = await source.next()
                 if taken is None:
                     window.release()
                     return
                 index, item = taken
+                calling.add(me)
                 try:
                     result: R | None = await call(item)
                     error: HealthError | None = None
@@ -115,6 +195,8 @@ async def run_pool(
                 except (ValueError, TypeError, OSError) as exc:
                     result, error = None, InvalidRequest(str(exc))
                     error.__cause__ = exc
+                finally:
+                    calling.discard(me)
                 results.put_nowait((index, wrap(item, result, error), error is not None))
         except asyncio.CancelledError:
             # Cancelled by the consumer's cleanup (nobody reads this), or by the client closing mid-batch:
@@ -155,6 +237,21 @@ async def run_pool(
                 next_index += 1
                 yield value
     finally:
+        stopping = True
+        finishing = [task for task in workers if task in calling] if drain else []
         for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+            if task not in finishing:
+                task.cancel()
+        # shielded: a consumer cancelled (Ctrl-C) still waits for the uploads already sent, then re-raises
+        await asyncio.shield(asyncio.gather(*workers, return_exceptions=True))
+        if drain:
+            left_behind.extend(pending[i] for i in sorted(pending))
+            while not results.empty():
+                entry = results.get_nowait()
+                if entry is not _DONE and entry[0] >= 0:
+                    left_behind.append(entry[1])
+            if left_behind:
+                logger.warning(
+                    "%d call(s) already sent finished after the iteration was left; see .left_behind",
+                    len(left_behind),
+                )

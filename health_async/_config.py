@@ -48,6 +48,9 @@ def optional_header_value(name: str, value: str | None) -> str | None:
     return None if value is None else check_header_value(name, value)
 
 
+#: The longest id accepted in a path: the service's ids are UUIDs and OIDs; a longer value is a mistake.
+MAX_SEGMENT = 256
+
 _UNSAFE_SEGMENT = re.compile(r"[\x00-\x20\x7f/\\?#]")
 _PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9._~-]*")  # unreserved: needs no encoding (the common case)
 
@@ -56,18 +59,20 @@ def path_segment(name: str, value: str) -> str:
     """Percent-encode ``value`` into exactly one URL path segment, or refuse it.
 
     Refused with :class:`~health_async.errors.InvalidRequest`, a ``ValueError`` (the value is not shown):
-    empty values, ``.`` and ``..``, and any value containing ``/``, ``\\``, ``?``, ``#``, whitespace or control
-    characters (non-strings raise ``TypeError``). Ids of this service are opaque tokens (UUIDs, OIDs) that
-    never contain these; encoding them instead would let a server or proxy that decodes ``%2F`` route the
-    request elsewhere. Everything else (``%``, ``:``, ``@``, non-ASCII, ...)
-    is percent-encoded, so the request can only ever reach the one intended path.
+    empty values, values longer than :data:`MAX_SEGMENT` characters, ``.`` and ``..``, and any value
+    containing ``/``, ``\\``, ``?``, ``#``, whitespace or control characters (non-strings raise ``TypeError``).
+    Ids of this service are opaque tokens (UUIDs, OIDs) that never contain these; encoding them instead would
+    let a server or proxy that decodes ``%2F`` route the request elsewhere. Everything else (``%``, ``:``,
+    ``@``, non-ASCII, ...) is percent-encoded, so the request can only ever reach the one intended path.
     """
-    if type(value) is str and _PLAIN_SEGMENT.fullmatch(value):
+    if type(value) is str and len(value) <= MAX_SEGMENT and _PLAIN_SEGMENT.fullmatch(value):
         return value
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidRequest(f"{name} must not be empty")
+    if len(value) > MAX_SEGMENT:
+        raise InvalidRequest(f"{name} must be at most {MAX_SEGMENT} characters (ids are UUIDs and OIDs)")
     if value in (".", "..") or _UNSAFE_SEGMENT.search(value):
         raise InvalidRequest(
             f"{name} must be a single path segment: no '/', '\\', '?', '#', '..', spaces or control characters"
@@ -75,21 +80,31 @@ def path_segment(name: str, value: str) -> str:
     return quote(value, safe="")
 
 
-def normalize_base_url(url: str, *, allow_insecure_http: bool = False) -> str:
+def normalize_base_url(url: str, *, allow_insecure_http: bool = False, name: str = "base_url") -> str:
     """Check and normalise a base URL (no trailing slash). Plain ``http://`` is allowed only to a loopback
-    host unless ``allow_insecure_http`` is set: tokens and health data must not cross a network in clear."""
+    host unless ``allow_insecure_http`` is set: tokens and health data must not cross a network in clear.
+
+    Refused with :class:`~health_async.errors.InvalidRequest` (a ``ValueError``) when the client is built, not at
+    the first request: a scheme other than http(s), no host, an invalid port, credentials, a query or fragment.
+    """
     if not isinstance(url, str) or not url:
-        raise ValueError("base_url must be a non-empty URL string")
+        raise InvalidRequest(f"{name} must be a non-empty URL string")
+    if _CONTROL.search(url) or any(ch.isspace() for ch in url):
+        raise InvalidRequest(f"{name} must not contain whitespace or control characters")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("base_url must be an http(s) URL with a host, like https://api.eka.care")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ValueError("base_url must not contain credentials, a query or a fragment")
-    if _CONTROL.search(url):
-        raise ValueError("base_url must not contain control characters")
+        raise InvalidRequest(f"{name} must be an http(s) URL with a host, like https://api.eka.care")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InvalidRequest(f"{name} has an invalid port (it must be a number from 1 to 65535)") from None
+    if port == 0:
+        raise InvalidRequest(f"{name} has an invalid port (it must be a number from 1 to 65535)")
+    if name == "base_url" and (parts.query or parts.fragment or parts.username or parts.password):
+        raise InvalidRequest(f"{name} must not contain credentials, a query or a fragment")
     if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(parts.hostname):
-        raise ValueError(
-            "base_url uses plain http:// to a non-loopback host; tokens and health data would travel "
+        raise InvalidRequest(
+            f"{name} uses plain http:// to a non-loopback host; tokens and health data would travel "
             "unencrypted. Use https://, or pass allow_insecure_http=True if you really mean it."
         )
     return url.rstrip("/")

@@ -26,6 +26,8 @@ ENV_USER_ID: Final = "HEALTH_ASYNC_USER_ID"
 ENV_ENCRYPTION_KEY: Final = "HEALTH_ASYNC_ENCRYPTION_KEY"
 ENV_KEY_ID: Final = "HEALTH_ASYNC_KEY_ID"
 ENV_LOG: Final = "HEALTH_ASYNC_LOG"
+ENV_PROXY: Final = "HEALTH_ASYNC_PROXY"
+ENV_TRUST_ENV: Final = "HEALTH_ASYNC_TRUST_ENV"
 
 # paths (templates; path parameters are percent-encoded into exactly one segment)
 PATH_DOCUMENT: Final = "/mr/api/v1/docs/{id}"

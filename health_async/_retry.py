@@ -11,7 +11,7 @@ from collections.abc import Callable
 import attrs
 
 from . import _constants as C
-from .errors import ApiError, RateLimitError, TLSVerificationError, TransportError
+from .errors import AbhaError, ApiError, RateLimitError, TLSVerificationError, TransportError
 
 __all__ = ["RetryPolicy"]
 
@@ -28,7 +28,8 @@ class RetryPolicy:
     **What is retried.** A failure is retried when it is transient: a transport error (connection refused or
     reset, DNS, a timeout, a body cut mid-way), HTTP 429, or a status in :attr:`retry_statuses` (by default
     408, 500, 502, 503, 504). A TLS certificate that fails verification (:class:`TLSVerificationError`) is
-    never retried: it does not heal by waiting.
+    never retried: it does not heal by waiting. Nor is an ABHA error answer (:class:`AbhaError`, whatever its
+    HTTP status): it is ABDM's final word, and ABDM counts every attempt towards its lock-outs.
 
     **Idempotency rule.** Describe, list and profile are reads and retry on every transient failure.
     Upload and aadhaar init are *not idempotent*: a repeated upload can create a duplicate document, and a
@@ -83,7 +84,10 @@ class RetryPolicy:
 
     def should_retry(self, exc: BaseException, *, idempotent: bool) -> bool:
         """Whether ``exc``, raised by one attempt of a request, is worth another attempt."""
-        if isinstance(exc, TLSVerificationError):
+        if isinstance(exc, TLSVerificationError | AbhaError):
+            # Neither heals by waiting a little. An ABHA error body is the service's final answer (ABDM sends
+            # "transaction not found", "address exists" and its own rate limits as HTTP 500): retrying it counts
+            # as another attempt towards the ABDM-1100 lock-out, or extends a lock-out already on.
             return False
         if isinstance(exc, TransportError):
             return idempotent or self.retry_non_idempotent or not exc.sent

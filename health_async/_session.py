@@ -16,18 +16,19 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 import attrs
 import orjson
 import tenacity
+from aiohttp import hdrs
 from yarl import URL
 
 from . import _constants as C
-from ._config import NOT_GIVEN, NotGiven, pick
+from ._config import NOT_GIVEN, NotGiven
 from ._files import StreamBody
-from ._limits import Limits
+from ._limits import Limits, Overdue
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._version import __version__
@@ -46,6 +47,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._auth import Auth
+    from ._limits import SharedLimiter
     from .jwe import JweKey
 
 __all__ = ["ClientConfig", "Session"]
@@ -67,6 +69,9 @@ class ClientConfig:
     max_response_size: int
     encryption_key: JweKey | None = None
     key_id: str | None = None
+    limiter: SharedLimiter | None = None
+    proxy: str | None = None
+    trust_env: bool = False
 
     def __repr__(self) -> str:
         return f"ClientConfig(base_url={self.base_url!r})"
@@ -83,6 +88,11 @@ class Session:
         self._closed = False
         self._limits: Limits | None = None
         self._timeout = _client_timeout(config.timeout, config.connect_timeout)
+        #: The aiohttp timeout of an attempt that has the whole default budget left (built once, not per request).
+        self._budget_timeout = (
+            None if config.timeout is None else _budget_timeout(config.timeout, config.connect_timeout)
+        )
+        self._bearer: tuple[str | None, dict[str, str]] = (None, {})  # (token, base headers with it), rebuilt on change
         self._base_headers: dict[str, str] = {"User-Agent": USER_AGENT, "Accept": "application/json"}
         base = URL(config.base_url, encoded=True)
         self._base_url, self._base_path = base, base.raw_path.rstrip("/")
@@ -101,16 +111,21 @@ class Session:
     def limits(self) -> Limits:
         """The client-wide limits, created on first use inside the running loop."""
         if self._limits is None:
-            self._limits = Limits(self.config.max_connections, self.config.rate_limit)
+            self._limits = Limits(self.config.max_connections, self.config.rate_limit, self.config.limiter)
         return self._limits
 
     def _open(self) -> aiohttp.ClientSession:
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
-        if self._http is None:
+        http = self._http
+        if http is None:
             connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0)
-            self._http = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
-        return self._http
+            http = self._http = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, trust_env=self.config.trust_env
+            )
+        elif http.closed:
+            raise ClientClosedError("the aiohttp session passed as session= is closed")
+        return http
 
     async def open(self) -> None:
         """Create the aiohttp session now (inside the running loop) instead of on the first request."""
@@ -148,36 +163,49 @@ class Session:
         encrypt: bool = False,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
+        url: URL | None = None,
     ) -> Any:
         """Send one logical request (with retries) and return the decoded JSON of the success response.
 
         ``path`` is already encoded; ``route`` is its template for logs (no identifiers). ``json`` is sent as
         a JSON body (encrypted into a JWE envelope when ``encrypt``); ``body`` is a streamed body or a factory
         of one (called per attempt). Raises only :class:`HealthError` subclasses (and CancelledError).
+
+        ``url`` sends to another origin instead (a presigned storage form): then *nothing of ours* goes with it,
+        no bearer token, no ``client-id``, no partner header, only ``headers`` as given and the ``User-Agent``;
+        a 401 there is final. Redirects are never followed, to any origin (see :func:`_send`).
         """
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
         if encrypt and self.config.encryption_key is None:
             raise ValueError("encrypt=True needs an encryption_key on the HealthClient")
-        req = _Request(
-            method=method,
-            url=self._url(path),
-            route=route or path,
-            operation=operation,
-            params=params,
-            headers=headers or {},
-            json=json,
-            body=body,
-            idempotent=idempotent,
-            encrypt=encrypt,
-            timeout=self._timeout if isinstance(timeout, NotGiven) else _client_timeout(timeout, None),
-        )
-        policy = pick(retry, self.config.retry)
+        config = self.config
+        policy = config.retry if retry is NOT_GIVEN else retry
         started = time.monotonic()
+        if timeout is NOT_GIVEN:
+            budget, first_timeout = config.timeout, self._budget_timeout
+        else:
+            budget, first_timeout = timeout, None
+        req = _Request(
+            method,
+            self._url(path) if url is None else url,
+            route or path,
+            operation,
+            params,
+            headers or _NO_HEADERS,
+            json,
+            body,
+            idempotent,
+            encrypt,
+            url is not None,
+            None if budget is None else started + budget,
+            policy,
+        )
+        req.first_timeout = first_timeout
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:
-            if policy.attempts <= 1 or not policy.should_retry(exc, idempotent=req.idempotent):
+            if policy.attempts <= 1 or not _retryable(policy, exc, req.idempotent):
                 raise
             first_failure: HealthError | None = exc
         attempt = 1
@@ -193,8 +221,11 @@ class Session:
         def stop(state: tenacity.RetryCallState) -> bool:
             if state.attempt_number >= policy.attempts:
                 return True
+            now = time.monotonic()
+            if req.deadline is not None and now + state.upcoming_sleep >= req.deadline:
+                return True  # the call's own time budget: no sleep that leaves no time for the attempt
             deadline = policy.deadline
-            return deadline is not None and time.monotonic() - started + state.upcoming_sleep > deadline
+            return deadline is not None and now - started + state.upcoming_sleep > deadline
 
         def wait(state: tenacity.RetryCallState) -> float:
             assert state.outcome is not None
@@ -214,7 +245,7 @@ class Session:
         retrying = tenacity.AsyncRetrying(
             stop=stop,
             wait=wait,
-            retry=tenacity.retry_if_exception(lambda e: policy.should_retry(e, idempotent=req.idempotent)),
+            retry=tenacity.retry_if_exception(lambda e: _retryable(policy, e, req.idempotent)),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -222,6 +253,7 @@ class Session:
 
     async def auth_request(self, path: str, *, operation: str, json: Any, headers: Mapping[str, str]) -> Any:
         """A token call: no bearer token of ours, no limits (so it cannot deadlock behind them), no retries."""
+        timeout = self.config.timeout
         req = _Request(
             method="POST",
             url=self._url(path),
@@ -233,10 +265,12 @@ class Session:
             body=None,
             idempotent=False,
             encrypt=False,
-            timeout=self._timeout,
+            foreign=False,
+            deadline=None if timeout is None else time.monotonic() + timeout,
+            policy=_NO_RETRY,
         )
         status, resp_headers, raw = await self._send(self._open(), req, None)
-        if status >= 400:
+        if status >= 300:
             raise await self._error(req, status, resp_headers, raw)
         data = self._decode(req, status, raw)
         return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
@@ -244,12 +278,23 @@ class Session:
     # ---------------------------------------------------------------- one attempt
 
     async def _attempt(self, req: _Request, attempt: int) -> Any:
-        http = self._open()
-        limits = self.limits
-        token = self.auth.current() or await self.auth.token(self)
+        http = self._http
+        if http is None or self._closed or http.closed:
+            http = self._open()
+        limits = self._limits or self.limits
+        auth = self.auth
+        if req.foreign:
+            token = None
+        else:
+            token = auth.current()
+            if token is None:
+                req.first_timeout = None  # time passes while the token is fetched: compute what is left
+                token = await auth.token(self)
+        generation = auth.generation  # of the token about to be sent (read after any fetch above)
         for auth_try in (0, 1):
             if limits.must_wait:
-                await limits.admit()
+                req.first_timeout = None
+                await self._admit(limits, req)
             async with limits.slot:
                 begun = time.monotonic()
                 status, headers, raw = await self._send(http, req, token)
@@ -264,22 +309,61 @@ class Session:
                     (time.monotonic() - begun) * 1000,
                     headers.get("x-request-id", "-"),
                 )
-            if status == 401 and auth_try == 0 and self.auth.can_refresh:
-                token = await self.auth.refresh(self, token)
+            if status == 401 and auth_try == 0 and token is not None and auth.can_refresh:
+                token = await auth.refresh(self, generation)
+                generation = auth.generation
                 continue
             break
-        if status >= 400:
+        if status >= 300:  # a redirect is never followed: it is an error, not the service's answer
             raise await self._error(req, status, headers, raw)
         data = self._decode(req, status, raw)
         return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
 
+    async def _admit(self, limits: Limits, req: _Request) -> None:
+        """Wait for the pause and the rates, no longer than the call's budget, its policy's deadline and its
+        ``retry_after_cap`` allow: past those, fail at once (nothing was sent) instead of waiting in vain."""
+        try:
+            await limits.admit(req.deadline, time.monotonic() + req.policy.retry_after_cap)
+        except Overdue as exc:
+            raise _Overdue(
+                f"{req.operation}: not sent: waiting for {exc.reason} ({exc.wait:.1f} s) would outlast this call's "
+                "time budget (timeout, RetryPolicy deadline or retry_after_cap)",
+                sent=False,
+            ) from None
+
+    def _attempt_timeout(self, req: _Request) -> aiohttp.ClientTimeout:
+        """This attempt's aiohttp timeout: what is left of the call's budget, with the connect timeout kept and
+        always shorter than the total, so a stalled connect is reported as such (``sent=False``, safe to retry)."""
+        deadline = req.deadline
+        if deadline is None:
+            return self._timeout
+        first = req.first_timeout
+        if first is not None:
+            # The first send of a call with the default budget, nothing awaited since the call began: what is left
+            # is the whole budget less microseconds, so the prebuilt timeout stands for it (once only).
+            req.first_timeout = None
+            return first
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Overdue(f"{req.operation}: not sent: the call's time budget ran out", sent=False)
+        connect = self.config.connect_timeout
+        if connect is None or connect >= remaining:
+            connect = remaining * 0.9
+        return aiohttp.ClientTimeout(total=remaining, connect=connect)
+
     async def _send(
         self, http: aiohttp.ClientSession, req: _Request, token: str | None
     ) -> tuple[int, Mapping[str, str], bytes]:
-        if token is None:  # token calls bring their own headers
+        if req.foreign:  # another origin: nothing of ours goes there
+            headers = {"User-Agent": USER_AGENT, **req.headers}
+        elif token is None:  # token calls bring their own headers
             headers = {**self._base_headers, **req.headers}
         else:
-            headers = {**self._base_headers, C.H_AUTHORIZATION: f"Bearer {token}", **req.headers}
+            seen, bearer = self._bearer
+            if seen != token:
+                bearer = {**self._base_headers, C.H_AUTHORIZATION: f"Bearer {token}"}
+                self._bearer = (token, bearer)
+            headers = {**bearer, **req.headers}
         data: Any = None
         if req.json is not None:
             payload = orjson.dumps(req.json)
@@ -296,14 +380,23 @@ class Session:
             data = stream.factory()
         try:
             async with http.request(
-                req.method, req.url, params=req.params, headers=headers, data=data, timeout=req.timeout
+                req.method,
+                req.url,
+                params=req.params,
+                headers=headers,
+                data=data,
+                timeout=self._attempt_timeout(req),
+                allow_redirects=False,  # never: another origin must not get our body, headers or trust
+                raise_for_status=False,  # whatever a caller-owned session says: statuses are mapped here
+                auto_decompress=True,  # likewise; the size cap applies to the decoded bytes (_read_capped)
+                proxy=self.config.proxy,
             ) as resp:
                 return resp.status, resp.headers, await _read_capped(resp, self.config.max_response_size, req)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise self._transport_error(exc, req) from exc
-        except RuntimeError as exc:  # aiohttp: "Session is closed" when aclose() raced this request
-            if self._closed:
-                raise ClientClosedError("the HealthClient was closed during the request") from exc
+        except RuntimeError as exc:  # aiohttp: "Session is closed" when aclose() (ours or the owner's) raced us
+            if self._closed or http.closed:
+                raise ClientClosedError(f"{req.operation}: the HTTP session was closed during the request") from exc
             raise
 
     def _transport_error(self, exc: BaseException, req: _Request) -> HealthError:
@@ -334,7 +427,7 @@ class Session:
     @staticmethod
     def _decode(req: _Request, status: int, raw: bytes) -> Any:
         """A success body as JSON (``None`` for 204)."""
-        if status == 204 or (not raw and req.method == "DELETE"):
+        if status == 204 or (not raw and req.method in _EMPTY_OK):
             return None
         try:
             return orjson.loads(raw)
@@ -399,15 +492,18 @@ class _Request:
 
     __slots__ = (
         "body",
+        "deadline",
         "encrypt",
+        "first_timeout",
+        "foreign",
         "headers",
         "idempotent",
         "json",
         "method",
         "operation",
         "params",
+        "policy",
         "route",
-        "timeout",
         "url",
     )
 
@@ -423,7 +519,9 @@ class _Request:
         body: StreamBody | Callable[[], StreamBody] | None,
         idempotent: bool,
         encrypt: bool,
-        timeout: aiohttp.ClientTimeout,
+        foreign: bool,
+        deadline: float | None,
+        policy: RetryPolicy,
     ) -> None:
         self.method = method
         self.url = url
@@ -435,18 +533,48 @@ class _Request:
         self.body = body
         self.idempotent = idempotent
         self.encrypt = encrypt
-        self.timeout = timeout
+        self.foreign = foreign
+        #: ``time.monotonic()`` instant by which the whole call must end (None: no limit).
+        self.deadline = deadline
+        self.policy = policy
+        #: The prebuilt aiohttp timeout the first send may use (see :meth:`Session._attempt_timeout`), or None.
+        self.first_timeout: aiohttp.ClientTimeout | None = None
+
+
+#: Methods whose success may come with an empty body (the service answers PATCH and DELETE with 200 and nothing).
+_EMPTY_OK = frozenset({"DELETE", "PATCH"})
+
+
+class _Overdue(RequestTimeout):
+    """Not sent because the call's time budget would not allow it: final, never retried."""
+
+
+def _retryable(policy: RetryPolicy, exc: BaseException, idempotent: bool) -> bool:
+    return not isinstance(exc, _Overdue) and policy.should_retry(exc, idempotent=idempotent)
 
 
 def _client_timeout(total: float | None, connect: float | None) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=total, connect=connect)
 
 
+def _budget_timeout(total: float, connect: float | None) -> aiohttp.ClientTimeout:
+    """What :meth:`Session._attempt_timeout` gives with ``total`` seconds left (the connect timeout kept shorter)."""
+    if connect is None or connect >= total:
+        connect = total * 0.9
+    return aiohttp.ClientTimeout(total=total, connect=connect)
+
+
+_NO_RETRY: Final = RetryPolicy.never()
+_NO_HEADERS: Final[Mapping[str, str]] = {}
+
+
 def _read_capped(resp: aiohttp.ClientResponse, cap: int, req: _Request) -> Awaitable[bytes]:
     """The body, refused with :class:`ResponseTooLarge` past ``cap`` bytes: at once when ``Content-Length``
     says so, else while reading. A plain function so the common case costs no extra coroutine."""
     length = resp.content_length
-    if length is None:
+    if length is None or hdrs.CONTENT_ENCODING in resp.headers:
+        # Content-Length counts the *encoded* bytes: a small gzip body can inflate to hundreds of MB, so an
+        # encoded body is read (decoded) step by step, the cap applying to what it decodes to
         return _read_chunked(resp, cap, req.operation)
     if length > cap:
         raise ResponseTooLarge(f"{req.operation}: the response is {length} bytes, over the {cap}-byte limit")

@@ -7,7 +7,10 @@ The tree::
     │   ├── NotFoundError             404
     │   │   ├── DocumentNotFound      404 from describe
     │   │   └── ProfileNotFound       404 / ``profile_not_found`` from the profile operation
-    │   ├── AbhaError                 ABHA error body ``{code, error, source_error}`` (aadhaar init)
+    │   ├── AbhaError                 ABHA error body ``{code, error, source_error}`` (any ``client.abha`` call)
+    │   │   ├── OtpMismatch           the OTP was wrong (ABDM-1035, MIS-1013); the flow stays at its step
+    │   │   └── AbhaRateLimited       ABDM-1022 / ABDM-1100 (HTTP 500!): ``try_again_after`` seconds; never retried
+    │   │       └── AbhaBlocked       ABDM-1027: blocked for 24 hours
     │   ├── AuthenticationError       401, 403
     │   ├── RateLimitError            429 (``retry_after`` in seconds, or None)
     │   └── ServerError               5XX
@@ -16,9 +19,24 @@ The tree::
     ├── ResponseValidationError       a 2XX body that does not fit the expected model, or is not JSON
     ├── ResponseTooLarge              a response body over the configured cap
     ├── EncryptionError               JWE failure; deliberately without detail (no padding oracle)
+    ├── OutcomeUnknown                a call that is not idempotent may or may not have taken effect
+    │   └── AccountLikelyCreated      an ABHA create whose answer was lost, and the address now exists
+    ├── ProcessingFailed              the service could not process a document (status ERROR; ``errors``)
+    ├── ProcessingTimeout             waiting for processing reached its deadline (also a TimeoutError)
+    ├── UploadFailed                  a presigned upload was refused for one file (``code``, ``file_index``)
+    ├── WebhookSignatureError         a webhook whose signature, timestamp or body does not verify
+    ├── RayEngineError                the Ray ingest engine cannot go on (also a RuntimeError)
+    ├── ResponseValidationError
+    │   └── PaginationError           the service repeated a page token it already gave (paging would loop)
     ├── ClientClosedError             a call on a closed client (also a RuntimeError)
-    ├── FileTooLarge                  an upload over the size limit, refused before sending (also a ValueError)
-    └── InvalidAadhaarNumber          a number breaking a rule, refused before sending (also a ValueError)
+    └── InvalidRequest                input refused before anything was sent (also a ValueError)
+        ├── FileTooLarge              an upload over the size limit
+        ├── InvalidAadhaarNumber      an Aadhaar number breaking a rule
+        ├── InvalidMobileNumber       a mobile number breaking a rule
+        ├── InvalidOtp                an OTP that is not the service's shape (digits, length)
+        ├── InvalidAbhaAddress        an ABHA address breaking ABDM's format
+        ├── InvalidFlowStep           a flow call that does not fit the flow's current step
+        └── ResendTooSoon             an OTP resend refused locally (``retry_after`` seconds)
 
 Messages never contain a token, a key, an Aadhaar or mobile number, or a response body: the body is kept on
 :attr:`ApiError.body` for the caller to inspect, and is left out of ``str()`` and ``repr()``.
@@ -28,12 +46,16 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "AbhaBlocked",
+    "AccountLikelyCreated",
     "AbhaError",
+    "AbhaRateLimited",
     "ApiError",
     "AuthenticationError",
     "ClientClosedError",
@@ -42,16 +64,29 @@ __all__ = [
     "FileTooLarge",
     "HealthError",
     "InvalidAadhaarNumber",
+    "InvalidAbhaAddress",
+    "InvalidFlowStep",
+    "InvalidMobileNumber",
+    "InvalidOtp",
     "InvalidRequest",
     "NotFoundError",
+    "OtpMismatch",
+    "OutcomeUnknown",
+    "PaginationError",
+    "ProcessingFailed",
+    "ProcessingTimeout",
     "ProfileNotFound",
     "RateLimitError",
+    "RayEngineError",
     "RequestTimeout",
+    "ResendTooSoon",
     "ResponseTooLarge",
     "ResponseValidationError",
     "ServerError",
     "TLSVerificationError",
     "TransportError",
+    "UploadFailed",
+    "WebhookSignatureError",
     "error_from_response",
     "parse_retry_after",
 ]
@@ -119,15 +154,16 @@ class ServerError(ApiError):
 
 
 class AbhaError(ApiError):
-    """An ABHA (aadhaar init) failure carrying the documented error body.
+    """An ABHA (``client.abha``) failure carrying the documented error body ``{code, error, source_error}``.
 
     Attributes:
         code: the body's integer ``code`` (usually the HTTP status).
         error: the body's ``error`` text.
         source_error: the upstream system's ``{"code": ..., "message": ...}``, e.g. ``ABDM-1022``.
 
-    ABDM answers rate-limit refusals (``ABDM-1022``, ``ABDM-1027``, ``ABDM-1100``) with HTTP 500;
-    :attr:`is_rate_limited` tells them apart.
+    ABDM answers rate-limit refusals (``ABDM-1022``, ``ABDM-1027``, ``ABDM-1100``) with HTTP 500; they are raised
+    as :class:`AbhaRateLimited` / :class:`AbhaBlocked`, and :attr:`is_rate_limited` tells them apart too. A wrong
+    OTP is an :class:`OtpMismatch`.
     """
 
     RATE_LIMIT_CODES = frozenset({"ABDM-1022", "ABDM-1027", "ABDM-1100"})
@@ -148,14 +184,42 @@ class AbhaError(ApiError):
 
     @property
     def source_code(self) -> str | None:
-        """The upstream error code, such as ``"ABDM-1006"``, or None."""
-        value = self.source_error.get("code")
-        return value if isinstance(value, str) else None
+        """The upstream error code, such as ``"ABDM-1006"``, or None.
+
+        ABDM sometimes pads the code (``"ABDM-9999: "``): the code itself is returned, without the padding.
+        """
+        return _abha_code(self.source_error.get("code"))
 
     @property
     def is_rate_limited(self) -> bool:
-        """True when ABDM refused because of too many requests or OTPs."""
+        """True when ABDM refused because of too many requests or OTPs, or blocked the person."""
         return self.source_code in self.RATE_LIMIT_CODES
+
+
+class OtpMismatch(AbhaError):
+    """The OTP did not match (``ABDM-1035``, ``MIS-1013``, answered to an OTP-checking call). Nothing advanced:
+    the flow stays at the same step and the patient may type the OTP again (ABDM locks the transaction out with
+    ``ABDM-1100`` after too many wrong attempts)."""
+
+
+class AbhaRateLimited(AbhaError):
+    """ABDM refused because of too many requests or OTPs (``ABDM-1022``, ``ABDM-1100``), answered with HTTP 500.
+
+    ``ABDM-1100`` reads "You have requested multiple OTPs Or Exceeded maximum number of attempts for OTP match in
+    this transaction. Please try again in 30 minutes." Never retried (a retry would extend the lock-out).
+    :attr:`try_again_after` is how many seconds the patient should wait before trying again.
+    """
+
+    #: Seconds to wait before the patient tries again (ABDM says 30 minutes).
+    try_again_after: float = 30 * 60.0
+
+
+class AbhaBlocked(AbhaRateLimited):
+    """ABDM blocked the patient: "You are blocked. Please try again after 24 hours." (``ABDM-1027``, HTTP 500).
+    Never retried."""
+
+    #: Seconds to wait before the patient tries again (24 hours).
+    try_again_after: float = 24 * 3600.0
 
 
 class TransportError(HealthError):
@@ -182,6 +246,101 @@ class TLSVerificationError(TransportError):
 
 class ResponseValidationError(HealthError):
     """A successful response whose body does not fit the expected model (or is not JSON)."""
+
+
+class PaginationError(ResponseValidationError):
+    """The service gave a page token it had already given: following it would loop forever."""
+
+
+class OutcomeUnknown(HealthError):
+    """A call that is not idempotent (an OTP send, an account or patient creation, an upload) failed in a way that
+    leaves its effect unknown: the request may have reached the service (a timeout or a reset after sending, a 5XX
+    from a gateway). It is never retried blindly; check (for example ``address_exists``, ``patients.by_mobile``)
+    or ask the person before trying again. The original failure is ``__cause__``.
+
+    Attributes:
+        operation: the library operation that failed.
+    """
+
+    def __init__(self, message: str, *, operation: str = "") -> None:
+        super().__init__(message)
+        self.operation = operation
+
+
+class AccountLikelyCreated(OutcomeUnknown):
+    """A ``create`` whose answer was lost most likely took effect: ``address_exists`` now says the address
+    exists. Nothing more was sent (never a blind second create); the flow is at ``FlowStep.LOG_IN``. Log in with
+    :attr:`abha_address` (``client.abha.login("phr_address", exc.abha_address)``) to get the account's tokens.
+
+    Attributes:
+        abha_address: the address of the lost create (not part of the message).
+    """
+
+    def __init__(self, message: str, *, abha_address: str, operation: str = "") -> None:
+        super().__init__(message, operation=operation)
+        self.abha_address = abha_address
+
+
+class RayEngineError(HealthError, RuntimeError):
+    """The Ray engine cannot go on: every worker was lost, the workers did not start in time, or a worker
+    failed in a way that is not an item's own failure (a bug). The Ray failure is ``__cause__``."""
+
+
+class ProcessingFailed(HealthError):
+    """The service could not process a document (its result has status ``ERROR``).
+
+    Attributes:
+        document_id: the document.
+        errors: the service's :class:`~health_async.models.ProcessingError` entries (codes and messages).
+    """
+
+    def __init__(self, message: str, *, document_id: str, errors: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.document_id = document_id
+        self.errors = errors
+
+
+class ProcessingTimeout(HealthError, TimeoutError):
+    """Waiting for a document's processing reached its deadline; the document may still finish later.
+
+    Attributes:
+        document_id: the document.
+        last_status: the :class:`~health_async.models.ProcessingStatus` last seen, or None if never polled.
+    """
+
+    def __init__(self, message: str, *, document_id: str, last_status: Any = None) -> None:
+        super().__init__(message)
+        self.document_id = document_id
+        self.last_status = last_status
+
+
+class UploadFailed(HealthError):
+    """A presigned upload could not store a file, or the service refused a batch entry.
+
+    Attributes:
+        code: the service's error code (from ``error_details``), or None for a storage failure.
+        file_index: which file of the document (0-based), or None when the whole entry was refused.
+        document_id: the document the service created for the batch entry, when it got that far (its other
+            files may be stored: delete it, or upload the failed file again), else None.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        file_index: int | None = None,
+        document_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.file_index = file_index
+        self.document_id = document_id
+
+
+class WebhookSignatureError(HealthError, ValueError):
+    """A webhook whose signature header is missing or malformed, whose signature matches no secret, whose
+    timestamp is outside the tolerance, or whose body is not the JSON it should be. Answer it with 400."""
 
 
 class ResponseTooLarge(HealthError):
@@ -215,8 +374,40 @@ class InvalidAadhaarNumber(InvalidRequest):
     """An Aadhaar number that breaks a rule; nothing was sent. The message names the rule, never the number."""
 
 
+class InvalidMobileNumber(InvalidRequest):
+    """A mobile number that breaks a rule; nothing was sent. The message names the rule, never the number."""
+
+
+class InvalidOtp(InvalidRequest):
+    """An OTP that is not of the service's shape; nothing was sent. The message never shows the OTP."""
+
+
+class InvalidAbhaAddress(InvalidRequest):
+    """An ABHA address that breaks ABDM's format; nothing was sent. The message names the rule, not the address."""
+
+
+class InvalidFlowStep(InvalidRequest):
+    """A call of a guided flow that does not fit its current step; nothing was sent. The message names the step
+    the flow expects."""
+
+
+class ResendTooSoon(InvalidRequest):
+    """An OTP resend refused locally, nothing sent: too soon after the last send, or too many resends.
+
+    Attributes:
+        retry_after: seconds until a resend will be allowed, or None when no more resends are allowed.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the one place that turns an HTTP error response into an exception (pure: tested table-driven, no I/O)
+
+#: Operations on one document: their 404 is a :class:`DocumentNotFound`.
+DOCUMENT_OPERATIONS = frozenset({"describe", "result", "update", "delete"})
 
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "x-correlation-id")
 
@@ -229,25 +420,107 @@ def _request_id(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+_HTTP_DATE = re.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} "
+    r"\d{2}:\d{2}:\d{2} GMT"  # IMF-fixdate (RFC 9110 5.6.7), the form servers must send
+    r"|(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), \d{2}-[A-Z][a-z]{2}-\d{2} "
+    r"\d{2}:\d{2}:\d{2} GMT"  # obsolete RFC 850 form
+    r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4}"  # obsolete asctime form
+)
+
+
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date. None when absent or bad."""
+    """Seconds to wait from a ``Retry-After`` header, strictly as RFC 9110 defines it: ASCII digits
+    (delta-seconds) or an HTTP date. Anything else (``-5``, ``1e3``, ``3.5``, ``nan``, a loose date) is treated
+    as absent: ``None``. A date in the past gives 0."""
     if not value:
         return None
     value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        if parsed is None:
-            return None
-        seconds = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):  # NaN / inf
+    if value.isascii() and value.isdigit():
+        return float(value)
+    if not _HTTP_DATE.fullmatch(value):
         return None
-    return max(0.0, seconds)
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    try:
+        seconds = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+    except (OverflowError, ValueError):
+        return None
+    return max(0.0, float(seconds))
 
 
 def _is_abha_body(body: Any) -> bool:
     return isinstance(body, Mapping) and "error" in body and isinstance(body.get("source_error"), Mapping)
+
+
+#: The operations of ``client.abha``: an ABHA error body from any of them is an :class:`AbhaError` (or subclass).
+ABHA_OPERATIONS = frozenset(
+    {
+        "aadhaar_init",
+        "aadhaar_resend",
+        "aadhaar_verify",
+        "aadhaar_mobile_verify",
+        "aadhaar_mobile_resend",
+        "aadhaar_create",
+        "auto_login",
+        "mobile_init",
+        "mobile_resend",
+        "mobile_verify",
+        "mobile_create",
+        "address_exists",
+        "suggest_addresses",
+        "login_methods",
+        "login_init",
+        "login_verify",
+        "login_phr",
+    }
+)
+#: The ABHA operations that check an OTP: only there do ``ABDM-1035`` / ``MIS-1013`` mean a wrong OTP
+#: (``ABDM-1035`` also means "Invalid HIP ID" elsewhere, per the service's error table).
+OTP_CHECK_OPERATIONS = frozenset({"aadhaar_verify", "aadhaar_mobile_verify", "mobile_verify", "login_verify"})
+_OTP_MISMATCH_CODES = frozenset({"ABDM-1035", "MIS-1013"})
+_ABHA_CODE = re.compile(r"[A-Z]{2,10}-\d{1,6}")
+# What the service's ``error`` text may carry about the person ("... claimed by the mobile number: 98...")
+_PERSONAL = re.compile(r"\S*@\S+|\+?\d[\d\s-]{4,}\d")
+
+
+def _abha_code(value: Any) -> str | None:
+    """``"ABDM-9999: "`` -> ``"ABDM-9999"``: ABDM pads its codes, so compare on the code, not the raw string."""
+    if not isinstance(value, str):
+        return None
+    match = _ABHA_CODE.match(value.strip())
+    return match.group(0) if match else (value.strip() or None)
+
+
+def _abha_error(status: int, body: Mapping[str, Any], operation: str, where: str, common: dict[str, Any]) -> AbhaError:
+    source = body["source_error"]
+    code = body.get("code")
+    text = body.get("error")
+    source_code = _abha_code(source.get("code"))
+    cls: type[AbhaError] = AbhaError
+    if source_code in ("ABDM-1022", "ABDM-1100"):
+        cls = AbhaRateLimited
+    elif source_code == "ABDM-1027":
+        cls = AbhaBlocked
+    elif source_code in _OTP_MISMATCH_CODES and operation in OTP_CHECK_OPERATIONS:
+        cls = OtpMismatch
+    message = f"{where}HTTP {status}"
+    if source_code is not None:
+        message += f" {source_code}"
+    if isinstance(text, str) and text:
+        message += f": {_PERSONAL.sub('[redacted]', text)[:200]}"
+    if issubclass(cls, AbhaBlocked):
+        message += " (try again after 24 hours; not retried)"
+    elif issubclass(cls, AbhaRateLimited):
+        message += " (try again in 30 minutes; not retried)"
+    return cls(
+        message,
+        code=code if isinstance(code, int) and not isinstance(code, bool) else None,
+        error=text if isinstance(text, str) else None,
+        source_error=source,
+        **common,
+    )
 
 
 def error_from_response(status: int, headers: Mapping[str, str], body: Any, *, operation: str = "") -> ApiError:
@@ -259,32 +532,19 @@ def error_from_response(status: int, headers: Mapping[str, str], body: Any, *, o
     where = f"{operation}: " if operation else ""
     common: dict[str, Any] = {"status": status, "body": body, "headers": headers, "operation": operation}
 
-    if operation == "aadhaar_init" and _is_abha_body(body):
-        source = body["source_error"]
-        code = body.get("code")
-        source_code = source.get("code")
-        text = body.get("error")
-        message = f"{where}HTTP {status}"
-        if isinstance(source_code, str):
-            message += f" {source_code}"
-        if isinstance(text, str) and text:
-            message += f": {text}"
-        return AbhaError(
-            message,
-            code=code if isinstance(code, int) else None,
-            error=text if isinstance(text, str) else None,
-            source_error=source,
-            **common,
-        )
+    if operation in ABHA_OPERATIONS and _is_abha_body(body):
+        return _abha_error(status, body, operation, where, common)
 
     if operation == "profile" and (
         status == 404 or (isinstance(body, Mapping) and body.get("code") == "profile_not_found")
     ):
         return ProfileNotFound(f"{where}no profile for that user id (HTTP {status})", **common)
     if status == 404:
-        cls = DocumentNotFound if operation == "describe" else NotFoundError
-        what = "no such document" if operation == "describe" else "not found"
+        cls = DocumentNotFound if operation in DOCUMENT_OPERATIONS else NotFoundError
+        what = "no such document" if operation in DOCUMENT_OPERATIONS else "not found"
         return cls(f"{where}{what} (HTTP 404)", **common)
+    if 300 <= status < 400:
+        return ApiError(f"{where}the service answered a redirect (HTTP {status}), never followed", **common)
     if status in (401, 403):
         return AuthenticationError(f"{where}not authorised (HTTP {status})", **common)
     if status == 429:

@@ -1,6 +1,6 @@
 """End-to-end payload encryption: JWE (RFC 7516) with ``alg=dir`` and ``enc=A128CBC-HS256`` (RFC 7518 5.2).
 
-Written by hand on the ``cryptography`` primitives (AES-CBC) and the standard library's HMAC, with ``pybase64``
+Written by hand on the ``cryptography`` primitives (AES-CBC) and the standard library's SHA-256, with ``pybase64``
 for base64: no JOSE library at run time.
 
 The scheme, exactly as RFC 7518 section 5.2 defines it:
@@ -13,26 +13,44 @@ The scheme, exactly as RFC 7518 section 5.2 defines it:
 * every envelope member is base64url without padding.
 
 The key rule of the service: the key string written twice, as UTF-8 bytes, so it must be 16 bytes long
-(:func:`derive_key`); a 32-byte raw key is accepted too.
+(:func:`derive_key`); a 32-byte raw key is accepted too. **That rule makes the two halves equal: the MAC key and
+the AES key are the same 16 bytes.** RFC 7518 assumes independent halves (its security argument relies on that
+key separation), and the secret is then 16 bytes, not 32. It is the service's rule, so it is followed; a 32-byte
+raw key with independent halves works with any standard A128CBC-HS256 peer.
 
-Guarantees: decryption checks the tag in constant time before it touches the padding, and every failure (wrong
-key, any flipped bit, truncated tag, bad base64url, unexpected ``alg``/``enc``, missing member, bad padding)
-raises the same :class:`~health_async.errors.EncryptionError` with the same message, so an attacker learns
-nothing that could serve as a padding oracle. Keys never appear in a repr, an error message or a log record.
+Strictness. Decryption checks the tag in constant time before it touches the padding, and every failure (wrong
+key, any flipped bit, truncated tag, an IV that is not 16 bytes, unexpected ``alg``/``enc``, a ``zip`` or ``crit``
+header, missing member, bad padding, non-canonical base64url) raises the same
+:class:`~health_async.errors.EncryptionError` with the same message, so an attacker learns nothing that could
+serve as a padding oracle. Only canonical base64url is accepted: the alphabet ``A-Z a-z 0-9 - _``, no padding
+``=``, no whitespace, no ``+`` or ``/``, and zero unused bits in the last character, so each byte string has
+exactly one accepted text (an envelope that decodes to the same bytes from another text is refused). Keys never
+appear in a repr, an error message or a log record.
 
 Limits: the service's only algorithms are ``dir`` + ``A128CBC-HS256``; no compression (``zip``) and no
 critical header parameters (``crit``). An envelope without ``protected`` (the service's responses) is read with
 the standard header ``{"alg":"dir","enc":"A128CBC-HS256"}`` in its compact serialisation as AAD. The legacy
 response form of an early revision of the service's documentation (a 32-byte tag, the full HMAC-SHA256 of the
-ciphertext alone) is accepted only with ``allow_legacy=True``: it is weaker, as it does not authenticate the
-IV (nor any header), so a tampered IV changes the first plaintext block undetected.
+ciphertext alone, the key halves swapped) is accepted only with ``allow_legacy=True``: it is weaker, as it does not
+authenticate the IV (nor any header), so a tampered IV changes the first plaintext block undetected. Its header
+is still checked like any other (``dir``, ``A128CBC-HS256``, no ``zip``, no ``crit``).
 
-Large payloads: :func:`encrypt_async` and :func:`decrypt_async` move the work to a thread above
-:data:`THREAD_THRESHOLD` bytes so the event loop keeps running. :func:`encrypt` and :func:`decrypt` handle
-payloads of 512 KB (characters) or more step by step, computing the HMAC on one helper thread
-(``health_async-jwe-mac``; hashlib releases the GIL) while this thread encrypts, or decodes and decrypts, the next
-step, so the passes overlap instead of adding up; decryption still compares the tag before it looks at the
-padding or returns anything.
+Speed. Each :class:`JweKey` keeps a few AES-CBC contexts open between messages (creating one costs more than
+encrypting a kilobyte): CBC only carries the previous ciphertext block from one block to the next, so a context
+that last produced (or consumed) block ``C`` serves a message under a fresh IV once the first block is adjusted by
+``C xor IV``; a context is used by one call at a time and dropped if a call fails half-way. The HMAC starts from
+the key's precomputed inner and outer SHA-256 states. So derive a key once and pass the :class:`JweKey` (as
+:class:`~health_async.HealthClient` does): a key string is derived anew, without any of that, on every call.
+
+Payloads of 256 KiB or more are handled in one pass over the data, step by step (each step encrypted or decoded,
+MACed and encoded while it is in the CPU cache). When this process may run on two cores or more
+(``os.sched_getaffinity``), the HMAC (and, encrypting, the base64url) of each step runs on one helper thread
+(``health_async-jwe-mac``; hashlib and ``cryptography`` release the GIL) while this thread works on the next step.
+On one core the helper would only add hand-over costs, so it is not used; nor, for a while, after a run in which
+the two threads did not actually run at the same time (a busy second core, a CPU quota). Decryption still
+compares the tag before it looks at the padding or returns anything. :func:`encrypt_async` and
+:func:`decrypt_async` move the work to a thread above :data:`THREAD_THRESHOLD` bytes so the event loop keeps
+running.
 """
 
 from __future__ import annotations
@@ -43,8 +61,9 @@ import hashlib
 import hmac
 import os
 import threading
+import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
 import orjson
@@ -72,24 +91,86 @@ ENC: Final = "A128CBC-HS256"
 
 #: ``protected`` of every envelope this module writes: base64url of ``{"alg":"dir","enc":"A128CBC-HS256"}``.
 DEFAULT_PROTECTED: Final = pybase64.urlsafe_b64encode(b'{"alg":"dir","enc":"A128CBC-HS256"}').rstrip(b"=").decode()
+_DEFAULT_AAD: Final = DEFAULT_PROTECTED.encode("ascii")
 
 #: Payloads at least this large are encrypted or decrypted in a worker thread by the ``*_async`` functions.
 THREAD_THRESHOLD: Final = 64 * 1024
 
-#: Plaintexts (bytes) or ciphertexts (base64url characters) this large are processed with the MAC on a helper thread.
-_PIPELINE_MIN: Final = 512 * 1024
-#: Characters per step of that pipeline (a multiple of 4: each step decodes on its own; 192 KiB of ciphertext).
-_PIPELINE_STEP: Final = 4 * 64 * 1024
+#: Plaintexts (bytes) or ciphertexts (base64url characters) this large are processed step by step.
+_STEPS_MIN: Final = 256 * 1024
+#: Plaintext bytes per step: a multiple of 48, so each step's ciphertext is whole AES blocks and whole base64.
+_STEP: Final = 48 * 1024 * 2
+#: Base64url characters per step when decrypting: the same amount of ciphertext (a multiple of 64 characters).
+_STEP_CHARS: Final = _STEP // 3 * 4
+#: AES-CBC contexts kept open per key and direction (more concurrent calls simply create more, then drop them).
+_POOL_SIZE: Final = 4
+
 _mac_worker: ThreadPoolExecutor | None = None
 _mac_worker_lock = threading.Lock()
 
 _FAILED: Final = "could not decrypt the payload (wrong key, or the envelope is malformed or was altered)"
 
+_URLSAFE: Final = b"-_"
+_B64URL_ALPHABET: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+#: Characters that may end a canonical base64url text of length ``4k + r``: its unused low bits must be zero.
+_LAST_CHAR: Final = {
+    0: _B64URL_ALPHABET,
+    2: _B64URL_ALPHABET[::16],  # 2 characters carry 1 byte: 4 unused bits
+    3: _B64URL_ALPHABET[::4],  # 3 characters carry 2 bytes: 2 unused bits
+}
+_B64_PAD: Final = {0: "", 2: "==", 3: "="}
+#: HMAC's inner and outer pads (RFC 2104) as translation tables: ``key_block.translate(_IPAD)`` is key xor 0x36...
+_IPAD: Final = bytes(x ^ 0x36 for x in range(256))
+_OPAD: Final = bytes(x ^ 0x5C for x in range(256))
+#: PKCS#7 padding blocks by length.
+_PADDING: Final = tuple(bytes((n,)) * n for n in range(17))
+
+
+class _Cbc:
+    """AES-128-CBC contexts for one AES key, kept open between messages, each with its next chaining block.
+
+    A CBC context only carries the last ciphertext block ``C`` from one block to the next, so a context left in
+    state ``C`` encrypts a message under ``iv`` when the first plaintext block is xored with ``C ^ iv``, and
+    decrypts one when the first output block is xored with ``C ^ iv``. ``list.pop`` and ``list.append`` are atomic:
+    each context serves one call at a time, and a call that fails half-way simply never gives its context back.
+    """
+
+    __slots__ = ("_aes", "_decryptors", "_encryptors")
+
+    def __init__(self, aes: algorithms.AES) -> None:
+        self._aes = aes
+        self._encryptors: list[tuple[Any, int]] = []
+        self._decryptors: list[tuple[Any, int]] = []
+
+    def encryptor(self) -> tuple[Any, int]:
+        try:
+            return self._encryptors.pop()
+        except IndexError:
+            return Cipher(self._aes, modes.CBC(bytes(16))).encryptor(), 0
+
+    def decryptor(self) -> tuple[Any, int]:
+        try:
+            return self._decryptors.pop()
+        except IndexError:
+            return Cipher(self._aes, modes.CBC(bytes(16))).decryptor(), 0
+
+    def give_back_encryptor(self, context: Any, last_block: bytes | memoryview) -> None:
+        if len(self._encryptors) < _POOL_SIZE:
+            self._encryptors.append((context, int.from_bytes(last_block, "big")))
+
+    def give_back_decryptor(self, context: Any, last_block: bytes | memoryview) -> None:
+        if len(self._decryptors) < _POOL_SIZE:
+            self._decryptors.append((context, int.from_bytes(last_block, "big")))
+
+
+def _xor16(block: bytes | memoryview, value: int) -> bytes:
+    return (int.from_bytes(block, "big") ^ value).to_bytes(16, "big")
+
 
 class JweKey:
     """A validated 32-byte A128CBC-HS256 key. Its bytes never appear in its repr or in any message."""
 
-    __slots__ = ("_aes", "_legacy_aes", "_legacy_mac", "_mac")
+    __slots__ = ("_aes", "_cbc", "_inner", "_legacy_aes", "_legacy_cbc", "_legacy_mac", "_mac", "_outer")
 
     def __init__(self, raw: bytes) -> None:
         """Prefer :func:`derive_key`, which also accepts the service's 16-character key strings."""
@@ -97,8 +178,14 @@ class JweKey:
             raise ValueError("a JweKey needs exactly 32 raw bytes")
         self._mac = raw[:16]
         self._aes = algorithms.AES(raw[16:])
+        self._cbc = _Cbc(self._aes)
+        # HMAC (RFC 2104) with the key's inner and outer SHA-256 states computed once: each tag copies them.
+        block = self._mac.ljust(64, b"\0")
+        self._inner = hashlib.sha256(block.translate(_IPAD))
+        self._outer = hashlib.sha256(block.translate(_OPAD))
         # The legacy response form keyed the halves the other way round: AES key first, MAC key second.
         self._legacy_aes = algorithms.AES(raw[:16])
+        self._legacy_cbc = _Cbc(self._legacy_aes)
         self._legacy_mac = raw[16:]
 
     def __repr__(self) -> str:
@@ -107,12 +194,25 @@ class JweKey:
     def __reduce__(self) -> Any:
         raise TypeError("a JweKey cannot be pickled (it would write the key out)")
 
+    def _mac_start(self, aad: bytes, iv: bytes) -> Any:
+        mac = self._inner.copy()
+        mac.update(aad)
+        mac.update(iv)
+        return mac
+
+    def _mac_end(self, mac: Any, aad_len: int) -> bytes:
+        mac.update((aad_len * 8).to_bytes(8, "big"))
+        outer = self._outer.copy()
+        outer.update(mac.digest())
+        return outer.digest()[:16]
+
 
 def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
     """The :class:`JweKey` for the service's key string, a 32-byte raw key, or an existing ``JweKey``.
 
-    A ``str`` is the shared key string: the key is its UTF-8 bytes written twice, so it must be 16 bytes.
-    Raises ``ValueError`` (the key is never shown) or ``TypeError``.
+    A ``str`` is the shared key string: the key is its UTF-8 bytes written twice, so it must be 16 bytes (and the
+    MAC and AES halves are then equal: see the module documentation). Raises ``ValueError`` (the key is never
+    shown) or ``TypeError``.
     """
     if isinstance(key, JweKey):
         return key
@@ -132,25 +232,41 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
     raise TypeError(f"an encryption key must be a str, bytes or JweKey, not {type(key).__name__}")
 
 
+# ----------------------------------------------------------------------------------------------- base64url
+
+
 def _b64url(data: bytes | bytearray | memoryview) -> str:
-    encoded = pybase64.urlsafe_b64encode(data)
-    unpadded = len(encoded) - (-len(data) % 3)  # drop the '=' without another copy of the whole text
-    return str(memoryview(encoded)[:unpadded], "ascii")
+    """Base64url without padding, as a str."""
+    text = pybase64.b64encode_as_string(data, altchars=_URLSAFE)
+    return text[: len(text) - (-len(data) % 3)] if len(data) % 3 else text
 
 
 def _b64url_decode(value: object) -> bytes:
-    """Strict base64url without padding: any other character, padding or impossible length fails."""
-    # Padding is refused: a trailing '=' here; one inside is a non-alphabet character to the validating decoder.
-    # '+' and '/' must be looked for: the decoder only warns about them (they will be errors in a future version).
-    if type(value) is not str or value[-1:] == "=" or "+" in value or "/" in value:
+    """Canonical base64url only: one text per byte string, anything else raises ``ValueError``.
+
+    Refused: any character outside ``A-Z a-z 0-9 - _`` (whitespace, ``=``, ``+``, ``/``), an impossible length,
+    and non-zero unused bits in the last character (a text that would decode to the same bytes as another).
+    """
+    # '+' and '/' must be looked for: with altchars the decoder only warns about them. A final '=' is looked for
+    # by the last-character rule; one inside is a non-alphabet character to the validating decoder.
+    if type(value) is not str or "+" in value or "/" in value:
         raise ValueError
-    rem = len(value) % 4
+    rem = len(value) & 3
+    if rem == 1 or value[-1:] not in _LAST_CHAR[rem] or not value:
+        raise ValueError
+    return pybase64.b64decode(value + _B64_PAD[rem] if rem else value, altchars=_URLSAFE, validate=True)
+
+
+def _decoded_length(text: str) -> int:
+    rem = len(text) & 3
     if rem == 1:
         raise ValueError
-    return pybase64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_", validate=True)
+    return len(text) // 4 * 3 + (rem and rem - 1)
 
 
 def _check_header(protected: str) -> None:
+    if protected == DEFAULT_PROTECTED:
+        return
     header = orjson.loads(_b64url_decode(protected))
     if (
         type(header) is not dict
@@ -179,88 +295,13 @@ class _TagMac:
 
 
 def _tag(mac_key: bytes, aad: bytes, iv: bytes, ciphertext: bytes | bytearray | memoryview) -> bytes:
+    """The tag with the standard library's HMAC (an independent check of :class:`JweKey`'s own)."""
     mac = _TagMac(mac_key, aad, iv)
     mac.update(ciphertext)
     return mac.tag()
 
 
-def _seal(plaintext: bytes | bytearray | memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[memoryview, bytes]:
-    """AES-128-CBC + PKCS#7 under ``iv``, then the tag over ``aad``: RFC 7518 5.2.2.1 (one copy, no more)."""
-    view = memoryview(plaintext).cast("B")
-    pad = 16 - view.nbytes % 16
-    out = bytearray(view.nbytes + pad + 15)  # update_into needs one block of slack
-    encryptor = Cipher(k._aes, modes.CBC(iv)).encryptor()
-    n = encryptor.update_into(view, out)
-    n += encryptor.update_into(bytes((pad,)) * pad, memoryview(out)[n:])
-    encryptor.finalize()
-    ciphertext = memoryview(out)[:n]
-    return ciphertext, _tag(k._mac, aad, iv, ciphertext)
-
-
-def _seal_pipelined(view: memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[str, bytes]:
-    """:func:`_seal` and base64url step by step, the HMAC of each step on the helper thread: ``(text, tag)``."""
-    mac = _TagMac(k._mac, aad, iv)
-    encryptor = Cipher(k._aes, modes.CBC(iv)).encryptor()
-    worker = _mac_thread()
-    step = _PIPELINE_STEP // 4 * 3  # a multiple of 48: each step's ciphertext is whole blocks and whole base64
-    whole = view.nbytes - view.nbytes % step
-    encoded: list[bytes] = []
-    pending = None
-    try:
-        for start in range(0, whole, step):
-            ciphertext = encryptor.update(view[start : start + step])
-            pending = worker.submit(mac.update, ciphertext)  # one worker: the updates run in order
-            encoded.append(pybase64.urlsafe_b64encode(ciphertext))
-        pad = 16 - view.nbytes % 16
-        ciphertext = encryptor.update(bytes(view[whole:]) + bytes((pad,)) * pad) + encryptor.finalize()
-        pending = worker.submit(mac.update, ciphertext)
-        encoded.append(pybase64.urlsafe_b64encode(ciphertext).rstrip(b"="))
-    finally:
-        if pending is not None:
-            pending.result()
-    return b"".join(encoded).decode("ascii"), mac.tag()
-
-
-def encrypt(
-    plaintext: bytes | bytearray | memoryview,
-    key: str | bytes | JweKey,
-    *,
-    kid: str | None = None,
-    protected: str | None = None,
-) -> dict[str, str]:
-    """Encrypt ``plaintext`` into a JWE JSON envelope: ``protected``, ``iv``, ``ciphertext``, ``tag`` [, ``kid``].
-
-    ``protected`` defaults to :data:`DEFAULT_PROTECTED`; another value must still name ``dir`` and
-    ``A128CBC-HS256``. A fresh random IV is drawn for every call.
-    """
-    k = derive_key(key)
-    if protected is None:
-        protected = DEFAULT_PROTECTED
-    else:
-        try:
-            _check_header(protected)
-        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
-            raise ValueError("protected must be the base64url of a dir / A128CBC-HS256 JWE header") from None
-    if kid is not None and (type(kid) is not str or not kid.isprintable()):
-        raise ValueError("kid must be a printable str")
-    iv = os.urandom(16)
-    view = memoryview(plaintext).cast("B")
-    if view.nbytes >= _PIPELINE_MIN:
-        text, tag = _seal_pipelined(view, k, protected.encode("ascii"), iv)
-    else:
-        ciphertext, tag = _seal(view, k, protected.encode("ascii"), iv)
-        text = _b64url(ciphertext)
-    envelope = {"protected": protected, "iv": _b64url(iv), "ciphertext": text, "tag": _b64url(tag)}
-    if kid is not None:
-        envelope["kid"] = kid
-    return envelope
-
-
-def _decoded_length(text: str) -> int:
-    rem = len(text) % 4
-    if rem == 1:
-        raise ValueError
-    return len(text) // 4 * 3 + (rem and rem - 1)
+# ----------------------------------------------------------------------------------------------- the helper thread
 
 
 def _mac_thread() -> ThreadPoolExecutor:
@@ -281,28 +322,235 @@ def _forget_mac_thread() -> None:
 os.register_at_fork(after_in_child=_forget_mac_thread)
 
 
-def _open_pipelined(text: str, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes, bytes]:
-    """Decode, MAC and decrypt a large ciphertext step by step: ``(padded plaintext, expected tag)``.
-
-    The HMAC of each step runs on one helper thread (hashlib releases the GIL) while this thread decodes and
-    decrypts the next, so the three passes overlap instead of adding up. The plaintext is only decrypted
-    speculatively here: the caller compares the tag before it looks at the padding or returns anything.
-    """
-    mac = _TagMac(k._mac, aad, iv)
-    decryptor = Cipher(k._aes, modes.CBC(iv)).decryptor()
-    worker = _mac_thread()
-    pieces: list[bytes] = []
-    pending = None
+def _cores() -> int:
+    """CPUs this process may run on (its affinity where the platform tells it)."""
     try:
-        for start in range(0, len(text), _PIPELINE_STEP):
-            raw = _b64url_decode(text[start : start + _PIPELINE_STEP])
-            pending = worker.submit(mac.update, raw)  # one worker: the updates run in order
-            pieces.append(decryptor.update(raw))
-        pieces.append(decryptor.finalize())
-    finally:
-        if pending is not None:
-            pending.result()  # never leave the helper thread working on a MAC we abandon
-    return b"".join(pieces), mac.tag()
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+#: A helper run whose two threads used less CPU time than this many times the wall-clock time did not really run
+#: in parallel (the second core was busy, or a CPU quota throttles the process): the helper then rests a while.
+_MIN_OVERLAP: Final = 1.2
+_HELPER_REST: Final = 30.0
+_helper_resting_until = 0.0
+
+
+def _use_helper() -> bool:
+    """Whether large payloads hand the MAC to the helper thread: only with a second core to run it on.
+
+    The affinity says which CPUs this process may use, not whether they are free, nor any CPU quota: when the
+    last helper run shows the threads took turns instead of running together, the helper rests for
+    :data:`_HELPER_REST` seconds (the one-core path is then faster), then is tried again.
+    """
+    return _cores() >= 2 and time.monotonic() >= _helper_resting_until
+
+
+def _check_overlap(wall_start: float, cpu_start: float) -> None:
+    """After a helper run: if both threads together used barely more CPU time than the wall clock, rest it."""
+    _judge_overlap(time.perf_counter() - wall_start, time.process_time() - cpu_start)
+
+
+def _judge_overlap(wall: float, cpu: float) -> None:
+    global _helper_resting_until
+    if cpu < wall * _MIN_OVERLAP:
+        _helper_resting_until = time.monotonic() + _HELPER_REST
+
+
+def _settle(futures: list[Future[Any]]) -> None:
+    """Wait for every step handed to the helper (never leave it working on buffers we abandon)."""
+    for future in futures:
+        future.exception()
+
+
+# ----------------------------------------------------------------------------------------------- encryption
+
+
+def _seal(plaintext: bytes | bytearray | memoryview, k: JweKey, aad: bytes, iv: bytes) -> tuple[bytes, bytes]:
+    """AES-128-CBC + PKCS#7 under ``iv``, then the tag over ``aad``: RFC 7518 5.2.2.1 in one go."""
+    view = memoryview(plaintext).cast("B")
+    n = view.nbytes
+    pad = _PADDING[16 - n % 16]
+    context, chain = k._cbc.encryptor()
+    if n >= 16:
+        ciphertext = context.update(b"".join((_xor16(view[:16], chain ^ int.from_bytes(iv, "big")), view[16:], pad)))
+    else:
+        ciphertext = context.update(_xor16(bytes(view) + pad, chain ^ int.from_bytes(iv, "big")))
+    k._cbc.give_back_encryptor(context, ciphertext[-16:])
+    mac = k._mac_start(aad, iv)
+    mac.update(ciphertext)
+    return ciphertext, k._mac_end(mac, len(aad))
+
+
+def _seal_steps(
+    view: memoryview, k: JweKey, aad: bytes, iv: bytes, *, step: int = _STEP, helper: bool = False
+) -> tuple[str, bytes]:
+    """Encrypt, MAC and base64url ``view`` step by step in one pass: ``(ciphertext text, tag)``.
+
+    ``step`` is a multiple of 48 bytes, so every step but the last is whole AES blocks and whole base64 groups.
+    With ``helper``, the MAC and the base64url of each step run on the helper thread while this thread encrypts
+    the next; without it, each step is MACed and encoded by this thread while it is still in the CPU cache.
+    """
+    n = view.nbytes
+    whole = n - n % step
+    tail = b"".join((view[whole:], _PADDING[16 - n % 16]))  # at least one block
+    mac = k._mac_start(aad, iv)
+    context, chain = k._cbc.encryptor()
+    fix = chain ^ int.from_bytes(iv, "big")
+    if not whole:
+        tail = _xor16(tail[:16], fix) + tail[16:]
+    pieces: list[str]
+    if helper:
+        worker, wall_start, cpu_start = _mac_thread(), time.perf_counter(), time.process_time()
+        futures: list[Future[str]] = []
+
+        def mac_and_encode(ciphertext: bytes) -> str:
+            mac.update(ciphertext)
+            return pybase64.b64encode_as_string(ciphertext, altchars=_URLSAFE)
+
+        try:
+            for start in range(0, whole, step):
+                if start:
+                    ciphertext = context.update(view[start : start + step])
+                else:
+                    ciphertext = context.update(_xor16(view[:16], fix)) + context.update(view[16:step])
+                futures.append(worker.submit(mac_and_encode, ciphertext))  # one worker: the steps run in order
+            ciphertext = context.update(tail)
+            futures.append(worker.submit(mac_and_encode, ciphertext))
+            pieces = [future.result() for future in futures]
+        finally:
+            _settle(futures)
+        _check_overlap(wall_start, cpu_start)
+        last = ciphertext[-16:]
+    else:
+        pieces = []
+        out = memoryview(bytearray(step + 32))  # the last step and padding, and the slack update_into needs
+        update_into, update, encode = context.update_into, mac.update, pybase64.b64encode_as_string
+        for start in range(0, whole, step):
+            if start:
+                done = update_into(view[start : start + step], out)
+            else:
+                done = update_into(_xor16(view[:16], fix), out)
+                done += update_into(view[16:step], out[done:])
+            update(out[:done])
+            pieces.append(encode(out[:done], altchars=_URLSAFE))
+        done = update_into(tail, out)
+        update(out[:done])
+        pieces.append(encode(out[:done], altchars=_URLSAFE))
+        last = bytes(out[done - 16 : done])
+    k._cbc.give_back_encryptor(context, last)
+    if len(tail) % 3:  # only the last piece can end in padding: drop it
+        pieces[-1] = pieces[-1][: len(tail) % 3 - 3]
+    return "".join(pieces), k._mac_end(mac, len(aad))
+
+
+def encrypt(
+    plaintext: bytes | bytearray | memoryview,
+    key: str | bytes | JweKey,
+    *,
+    kid: str | None = None,
+    protected: str | None = None,
+) -> dict[str, str]:
+    """Encrypt ``plaintext`` into a JWE JSON envelope: ``protected``, ``iv``, ``ciphertext``, ``tag`` [, ``kid``].
+
+    ``protected`` defaults to :data:`DEFAULT_PROTECTED`; another value must still be canonical base64url of a
+    header naming ``dir`` and ``A128CBC-HS256``, without ``zip`` or ``crit``. A fresh random IV is drawn for every
+    call.
+    """
+    k = derive_key(key)
+    if protected is None:
+        protected, aad = DEFAULT_PROTECTED, _DEFAULT_AAD
+    else:
+        try:
+            _check_header(protected)
+        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
+            raise ValueError("protected must be the canonical base64url of a dir / A128CBC-HS256 JWE header") from None
+        aad = protected.encode("ascii")
+    if kid is not None and (type(kid) is not str or not kid.isprintable()):
+        raise ValueError("kid must be a printable str")
+    iv = os.urandom(16)
+    view = memoryview(plaintext).cast("B")
+    if view.nbytes >= _STEPS_MIN:
+        text, tag = _seal_steps(view, k, aad, iv, helper=_use_helper())
+    else:
+        ciphertext, tag = _seal(view, k, aad, iv)
+        text = _b64url(ciphertext)
+    envelope = {"protected": protected, "iv": _b64url(iv), "ciphertext": text, "tag": _b64url(tag)}
+    if kid is not None:
+        envelope["kid"] = kid
+    return envelope
+
+
+# ----------------------------------------------------------------------------------------------- decryption
+
+
+def _open_steps(
+    text: str, k: JweKey, aad: bytes, iv: bytes, *, step: int = _STEP_CHARS, helper: bool = False
+) -> tuple[list[bytes], bytes]:
+    """Decode, MAC and decrypt ``text`` step by step in one pass: ``(padded plaintext in pieces, expected tag)``.
+
+    ``step`` is a multiple of 64 characters (whole base64 groups, whole AES blocks). With ``helper``, the MAC of
+    each step runs on the helper thread while this thread decodes and decrypts the next. The plaintext is
+    decrypted speculatively (into pieces nobody else sees): the caller compares the tag before it looks at the
+    padding or returns anything (:func:`_join_unpadded`).
+    """
+    size = _decoded_length(text)
+    mac = k._mac_start(aad, iv)
+    context, chain = k._cbc.decryptor()
+    update = context.update
+    pieces: list[bytes] = []
+    raw = b""
+    if helper:
+        worker, wall_start, cpu_start = _mac_thread(), time.perf_counter(), time.process_time()
+        futures: list[Future[None]] = []
+        try:
+            for start in range(0, len(text), step):
+                raw = _b64url_decode(text[start : start + step])
+                futures.append(worker.submit(mac.update, raw))  # one worker: the steps run in order
+                pieces.append(update(raw))
+            for future in futures:
+                future.result()
+        finally:
+            _settle(futures)
+        _check_overlap(wall_start, cpu_start)
+    else:
+        mac_update = mac.update
+        for start in range(0, len(text), step):
+            raw = _b64url_decode(text[start : start + step])
+            mac_update(raw)
+            pieces.append(update(raw))
+    if sum(map(len, pieces)) != size or len(pieces[0]) < 16:
+        raise ValueError
+    k._cbc.give_back_decryptor(context, raw[-16:])
+    pieces[0] = _xor16(pieces[0][:16], chain ^ int.from_bytes(iv, "big")) + pieces[0][16:]
+    return pieces, k._mac_end(mac, len(aad))
+
+
+def _join_unpadded(pieces: list[bytes]) -> bytes:
+    """The plaintext: the pieces without the padding (``ValueError`` if bad: call only once the tag is verified)."""
+    last = pieces[-1]
+    keep = _unpad(last, len(last))
+    return b"".join([*pieces[:-1], memoryview(last)[:keep]])
+
+
+def _unpad(padded: bytes | bytearray | memoryview, size: int) -> int:
+    """The plaintext length of ``padded[:size]``; ``ValueError`` for bad padding (look only after the tag!)."""
+    pad = padded[size - 1]
+    if not 1 <= pad <= 16 or padded[size - pad : size] != _PADDING[pad]:
+        raise ValueError
+    return size - pad
+
+
+def _open(ciphertext: bytes, cbc: _Cbc, iv: bytes) -> bytes:
+    """Decrypt an authenticated ``ciphertext`` in one go and strip its padding."""
+    context, chain = cbc.decryptor()
+    padded: bytes = context.update(ciphertext)
+    cbc.give_back_decryptor(context, ciphertext[-16:])
+    first = _xor16(padded[:16], chain ^ int.from_bytes(iv, "big"))
+    if len(padded) == 16:
+        return first[: _unpad(first, 16)]
+    return first + padded[16 : _unpad(padded, len(padded))]
 
 
 def _decrypt(envelope: Mapping[str, Any], k: JweKey, allow_legacy: bool) -> bytes:
@@ -313,35 +561,29 @@ def _decrypt(envelope: Mapping[str, Any], k: JweKey, allow_legacy: bool) -> byte
     iv = _b64url_decode(envelope["iv"])
     tag = _b64url_decode(envelope["tag"])
     size = _decoded_length(text)
-    if len(iv) != 16 or not size or size % 16:
+    # The IV length must be checked here: the CBC contexts only ever see it as a number to xor.
+    if len(iv) != 16 or not size or size & 15:
         raise ValueError
-    padded: bytes | None = None
+    _check_header(protected)
     if len(tag) == 16:
-        _check_header(protected)
-        aad = protected.encode("ascii")
-        if len(text) >= _PIPELINE_MIN:
-            padded, expected = _open_pipelined(text, k, aad, iv)
-        else:
-            ciphertext = _b64url_decode(text)
-            expected = _tag(k._mac, aad, iv, ciphertext)
-        if not hmac.compare_digest(tag, expected):
+        aad = _DEFAULT_AAD if protected == DEFAULT_PROTECTED else protected.encode("ascii")
+        if len(text) >= _STEPS_MIN:
+            pieces, expected = _open_steps(text, k, aad, iv, helper=_use_helper())
+            if not hmac.compare_digest(tag, expected):
+                raise ValueError
+            return _join_unpadded(pieces)  # only now, with the tag verified, is the padding looked at
+        ciphertext = _b64url_decode(text)
+        mac = k._mac_start(aad, iv)
+        mac.update(ciphertext)
+        if not hmac.compare_digest(tag, k._mac_end(mac, len(aad))):
             raise ValueError
-        aes = k._aes
-    elif len(tag) == 32 and allow_legacy:
+        return _open(ciphertext, k._cbc, iv)
+    if len(tag) == 32 and allow_legacy:
         ciphertext = _b64url_decode(text)
         if not hmac.compare_digest(tag, hmac.digest(k._legacy_mac, ciphertext, "sha256")):
             raise ValueError
-        aes = k._legacy_aes
-    else:
-        raise ValueError
-    if padded is None:
-        decryptor = Cipher(aes, modes.CBC(iv)).decryptor()
-        padded = decryptor.update(ciphertext) + decryptor.finalize()
-    # Only now, with the tag verified, is the padding looked at.
-    pad = padded[-1]
-    if not 1 <= pad <= 16 or padded[-pad:] != bytes((pad,)) * pad:
-        raise ValueError
-    return padded[:-pad]
+        return _open(ciphertext, k._legacy_cbc, iv)
+    raise ValueError
 
 
 def decrypt(envelope: Mapping[str, Any], key: str | bytes | JweKey, *, allow_legacy: bool = False) -> bytes:
