@@ -1,4 +1,4 @@
-"""The typed results of every operation: frozen, slotted attrs classes.
+"""Document models: descriptions, lists, uploads, the profile and Aadhaar init.
 
 Every model is built from the service's JSON by the one converter in :mod:`health_async._convert`, which
 ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional field, accepts the live
@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import attrs
 
+from ._processing import ProcessingResult
+
 if TYPE_CHECKING:
-    from ._files import FileInput
-    from .errors import HealthError
+    from .._files import FileInput
+    from ..errors import HealthError
 
 __all__ = [
     "AadhaarInit",
@@ -105,9 +108,13 @@ _RESULT_FLAGS: Final[dict[object, ResultFlag]] = {m.value: m for m in ResultFlag
 _NOT_ABNORMAL: Final = frozenset({ResultFlag.NORMAL, ResultFlag.UNDETERMINED, ResultFlag.UNKNOWN})
 
 
-@attrs.frozen
-class Coordinate:
-    """A point on a page of the document's file where a report value was read."""
+class Coordinate(NamedTuple):
+    """A point on a page of the document's file where a report value was read.
+
+    A named tuple ``(x, y)`` of floats rather than an attrs class: a document carries dozens of them, and a tuple
+    is built in one C call (bulk describe builds tens of thousands a second). Immutable and hashable like the
+    other models; it also unpacks (``x, y = point``) and compares equal to the plain tuple ``(x, y)``.
+    """
 
     x: float
     y: float
@@ -158,11 +165,21 @@ class SmartReport:
         return self.verified + self.unverified
 
 
+def url_repr(url: str | None) -> str:
+    """A link for a repr: scheme, host and path only. The query string of a presigned link is its signature (a
+    credential): it never appears in a repr, nor in anything derived from one (logs, errors, tracebacks)."""
+    if url is None:
+        return "None"
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return repr(url[:cut] + ("?…" if cut < len(url) else ""))
+
+
 @attrs.frozen
 class FileEntry:
     """One file of a document (an image or a PDF rendering of the same record)."""
 
-    asset_url: str | None = None
+    #: A presigned link to the file; its query string (the signature) is left out of ``repr``.
+    asset_url: str | None = attrs.field(default=None, repr=url_repr)
     file_type: FileType = FileType.UNKNOWN
 
 
@@ -171,6 +188,16 @@ class _Unset(enum.Enum):
 
 
 _UNSET: Final = _Unset.UNSET
+
+#: Parses a smart report's JSON (raising ResponseValidationError); installed by :mod:`health_async._convert` when it
+#: is imported, so the first read of :attr:`Document.smart_report` costs no import statement.
+_parse_smart_report: Callable[[Any], SmartReport] | None = None
+
+
+def _smart_report_parser() -> Callable[[Any], SmartReport]:
+    from .._convert import parse_smart_report
+
+    return parse_smart_report
 
 
 @attrs.frozen
@@ -198,10 +225,8 @@ class Document:
         """
         report = self._smart_report
         if report is _UNSET:
-            from ._convert import structure
-
             data = self._smart_report_data
-            report = None if data is None else structure(data, SmartReport)
+            report = None if data is None else (_parse_smart_report or _smart_report_parser())(data)
             object.__setattr__(self, "_smart_report", report)
         return report  # type: ignore[no-any-return]
 
@@ -244,17 +269,25 @@ class DocumentPage:
 
 @attrs.frozen
 class UploadResult:
-    """The answer to an upload: the new document's id (describe it once processing has finished)."""
+    """The answer to an upload: the new document's id (describe it once processing has finished).
+
+    With ``upload(..., wait=True)`` :attr:`processing` holds the finished processing result.
+    """
 
     document_id: str
+    #: The ``COMPLETED`` processing result when the upload waited for it (``wait=True``), else ``None``.
+    processing: ProcessingResult | None = None
+    #: How the file went: ``"direct"`` (``POST /mr/api/v2/docs``, which runs the upload ``tasks``) or
+    #: ``"presigned"`` (declared with ``POST /mr/api/v1/docs``, then posted to the storage form it gave).
+    route: Literal["direct", "presigned"] = "direct"
 
 
 @attrs.frozen
 class AadhaarInit:
     """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
 
-    #: Transaction id to pass to the next registration steps (wire ``txn_id``).
-    txn_id: str
+    #: Transaction id to pass to the next registration steps (wire ``txn_id``); hidden from ``repr``.
+    txn_id: str = attrs.field(repr=False)
     #: Text saying where the OTP went, the mobile number masked (hidden from ``repr``).
     hint: str | None = attrs.field(default=None, repr=False)
 
@@ -321,7 +354,9 @@ def _source_repr(source: object) -> str:
 class UploadOutcome:
     """One item of :meth:`~health_async.resources.documents.Documents.upload_many`.
 
-    Exactly one of :attr:`result` and :attr:`error` is set.
+    Without ``wait``, exactly one of :attr:`result` and :attr:`error` is set. With ``wait=True`` a file that was
+    uploaded but whose processing failed (``ProcessingFailed``, ``ProcessingTimeout``, ...) has both: the
+    :attr:`result` (its document id) and the :attr:`error`; :attr:`processing` is set when it completed.
     """
 
     #: The input as given (a path, bytes or a file object).
@@ -329,6 +364,8 @@ class UploadOutcome:
     result: UploadResult | None = None
     #: Why this file failed (``FileTooLarge``, ``InvalidRequest`` for a missing file, ``ServerError``, ...).
     error: HealthError | None = None
+    #: With ``wait=True``: the ``COMPLETED`` processing result (also on ``result.processing``), else ``None``.
+    processing: ProcessingResult | None = None
 
     @property
     def ok(self) -> bool:

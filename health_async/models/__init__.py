@@ -1,0 +1,23 @@
+"""The typed results of every operation: frozen, slotted attrs classes, one private module per domain.
+
+Every model is built from the service's JSON by the converter in :mod:`health_async._convert` (and its
+per-domain companions), which ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional
+field, accepts the live service's spellings beside the documented ones and raises
+:class:`~health_async.errors.ResponseValidationError` for a body that does not fit.
+
+Personal data (names, mobile numbers, e-mail, dates of birth, OTP hints, tokens, transaction ids) is left out
+of every ``repr``.
+"""
+
+from ._abha import *  # noqa: F403
+from ._abha import __all__ as _abha_all
+from ._documents import *  # noqa: F403
+from ._documents import __all__ as _documents_all
+from ._patients import *  # noqa: F403
+from ._patients import __all__ as _patients_all
+from ._processing import *  # noqa: F403
+from ._processing import __all__ as _processing_all
+from ._records import *  # noqa: F403
+from ._records import __all__ as _records_all
+
+__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_patients_all]
