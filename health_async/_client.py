@@ -12,13 +12,15 @@ import aiohttp
 from . import _constants as C
 from ._auth import ClientCredentials, TokenProvider, make_auth
 from ._config import check_header_value, normalize_base_url, optional_header_value
+from ._limits import SharedLimiter
 from ._logging import setup_from_env
 from ._retry import RetryPolicy
 from ._session import ClientConfig, Session
+from .errors import InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
-    from .resources import Abha, Documents, Profiles
+    from .resources import Abha, Cases, Documents, Patients, Profiles
 
 __all__ = ["HealthClient"]
 
@@ -41,18 +43,29 @@ class HealthClient:
         client_id: sent as the ``client-id`` header on every call (the profile operation requires it). Defaults
             to the credentials' client id when ``auth`` is given.
         user_id: default OID for ``X-Pt-Id`` (describe, list, upload, aadhaar init).
-        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on aadhaar init.
+        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on every ``client.abha``
+            call.
         retry: the :class:`RetryPolicy` (default ``RetryPolicy()``); ``RetryPolicy.never()`` disables retries.
         timeout: seconds for a whole request, ``None`` for no limit. connect_timeout: seconds to connect.
         max_connections: requests in flight at once across all calls of this client (and pool size).
         rate_limit: optional requests per second across all calls of this client.
-        max_upload_size: uploads larger than this are refused before sending (the live service takes 10 MB).
+        max_upload_size: the direct upload route's limit (the live service takes 10 MB there); a larger PDF (up to
+            25 MB) goes through the presigned route, anything else larger is refused before sending.
         max_response_size: response bodies larger than this are refused with :class:`ResponseTooLarge`.
         encryption_key: the shared JWE key (16-character string, or 32 raw bytes) for payload encryption.
         key_id: the ``kid`` sent in request envelopes.
         encrypt: encrypt aadhaar init and upload requests by default (per call: ``encrypt=``).
         allow_insecure_http: allow plain ``http://`` to a non-loopback host.
         session: a caller-owned :class:`aiohttp.ClientSession`; used as is and never closed by the client.
+        proxy: an HTTP(S) proxy URL for every request (``http://user:pass@proxy:3128``); HTTPS to the service is
+            tunnelled through it (CONNECT), so the proxy sees neither tokens nor health data.
+        trust_env: read proxies from ``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY`` (and ``.netrc``), as aiohttp
+            does with ``trust_env=True``. Off by default, as in aiohttp: an environment variable should not
+            silently route health data elsewhere (httpx trusts the environment by default; we chose aiohttp's
+            explicit opt-in). ``HEALTH_ASYNC_PROXY`` / ``HEALTH_ASYNC_TRUST_ENV=1`` set them for ``from_env`` and
+            the CLI. Ignored with a caller-owned ``session`` (set ``trust_env`` on it).
+        limiter: a :class:`SharedLimiter` shared with other clients (other processes, Ray actors): one
+            account-wide rate and ``Retry-After`` pause, asked before every request besides this client's own.
     """
 
     def __init__(
@@ -78,6 +91,9 @@ class HealthClient:
         encrypt: bool = False,
         allow_insecure_http: bool = False,
         session: aiohttp.ClientSession | None = None,
+        limiter: SharedLimiter | None = None,
+        proxy: str | None = None,
+        trust_env: bool = False,
     ) -> None:
         setup_from_env()
         auth_impl = make_auth(token, token_provider, auth)
@@ -90,24 +106,30 @@ class HealthClient:
         self.partner_hip_id = optional_header_value("partner_hip_id", partner_hip_id)
         for name, number in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if number is not None and number <= 0:
-                raise ValueError(f"{name} must be > 0 seconds, or None for no limit")
+                raise InvalidRequest(f"{name} must be > 0 seconds, or None for no limit")
         if max_connections < 1:
-            raise ValueError("max_connections must be >= 1")
+            raise InvalidRequest("max_connections must be >= 1")
         if rate_limit is not None and rate_limit <= 0:
-            raise ValueError("rate_limit must be > 0 requests per second, or None")
+            raise InvalidRequest("rate_limit must be > 0 requests per second, or None")
         if max_upload_size < 1 or max_response_size < 1:
-            raise ValueError("max_upload_size and max_response_size must be >= 1 byte")
+            raise InvalidRequest("max_upload_size and max_response_size must be >= 1 byte")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError("retry must be a RetryPolicy")
+        if limiter is not None and not isinstance(limiter, SharedLimiter):
+            raise TypeError("limiter must have async acquire() and pause(seconds) (a SharedLimiter)")
         if session is not None and not isinstance(session, aiohttp.ClientSession):
             raise TypeError("session must be an aiohttp.ClientSession")
+        if proxy is not None:
+            proxy = normalize_base_url(proxy, allow_insecure_http=True, name="proxy")
+        if session is not None and session._base_url is not None:
+            raise InvalidRequest("a session= with a base_url cannot be used: the client builds absolute URLs")
         key = None
         if encryption_key is not None:
             from . import jwe
 
             key = jwe.derive_key(encryption_key)
         elif encrypt:
-            raise ValueError("encrypt=True needs an encryption_key")
+            raise InvalidRequest("encrypt=True needs an encryption_key")
         if key_id is not None:
             check_header_value("key_id", key_id)
         self.encrypt = encrypt
@@ -123,6 +145,9 @@ class HealthClient:
             max_response_size=max_response_size,
             encryption_key=key,
             key_id=key_id,
+            limiter=limiter,
+            proxy=proxy,
+            trust_env=bool(trust_env),
         )
         self._session = Session(config, auth_impl, session)
 
@@ -131,7 +156,8 @@ class HealthClient:
         """A client configured from ``HEALTH_ASYNC_*`` environment variables; keyword arguments win.
 
         Reads ``HEALTH_ASYNC_BASE_URL`` (default production), ``_TOKEN`` (or ``_CLIENT_ID`` with
-        ``_CLIENT_SECRET`` for client credentials), ``_CLIENT_ID``, ``_USER_ID``, ``_ENCRYPTION_KEY``, ``_KEY_ID``.
+        ``_CLIENT_SECRET`` for client credentials), ``_CLIENT_ID``, ``_USER_ID``, ``_ENCRYPTION_KEY``, ``_KEY_ID``,
+        ``_PROXY`` and ``_TRUST_ENV``.
         """
         env = os.environ
         kwargs: dict[str, Any] = {}
@@ -141,9 +167,12 @@ class HealthClient:
             ("user_id", C.ENV_USER_ID),
             ("encryption_key", C.ENV_ENCRYPTION_KEY),
             ("key_id", C.ENV_KEY_ID),
+            ("proxy", C.ENV_PROXY),
         ):
             if env.get(name):
                 kwargs[key] = env[name]
+        if env.get(C.ENV_TRUST_ENV, "").strip().lower() in ("1", "true", "yes"):
+            kwargs["trust_env"] = True
         if not ({"token", "token_provider", "auth"} & overrides.keys()):
             if env.get(C.ENV_TOKEN):
                 kwargs["token"] = env[C.ENV_TOKEN]
@@ -180,6 +209,20 @@ class HealthClient:
         from .resources import Profiles
 
         return Profiles(self)
+
+    @cached_property
+    def patients(self) -> Patients:
+        """The patient directory: :class:`~health_async.resources.Patients`."""
+        from .resources import Patients
+
+        return Patients(self)
+
+    @cached_property
+    def cases(self) -> Cases:
+        """Cases that group a user's documents: :class:`~health_async.resources.Cases`."""
+        from .resources import Cases
+
+        return Cases(self)
 
     # ---------------------------------------------------------------- lifecycle
 

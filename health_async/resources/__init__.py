@@ -1,7 +1,21 @@
-"""The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``."""
+"""The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
+``client.patients``, ``client.cases``."""
 
+from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
 from .abha import Abha
+from .cases import Cases
 from .documents import Documents
+from .patients import Patients
 from .profiles import Profiles
 
-__all__ = ["Abha", "Documents", "Profiles"]
+__all__ = [
+    "AadhaarRegistration",
+    "Abha",
+    "AbhaFlow",
+    "AbhaLogin",
+    "Cases",
+    "Documents",
+    "MobileRegistration",
+    "Patients",
+    "Profiles",
+]

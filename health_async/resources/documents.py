@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
+
+import attrs
 
 from .. import _constants as C
-from .._bulk import ProgressCallback, run_pool
+from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._convert import structure, structure_document
+from .._convert_processing import structure_result
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
 from ..errors import FileTooLarge, HealthError, InvalidRequest
-from ..models import DescribeResult, Document, DocumentListItem, DocumentPage, UploadOutcome, UploadResult
+from ..models import (
+    DescribeResult,
+    Document,
+    DocumentListItem,
+    DocumentPage,
+    ProcessingResult,
+    UploadOutcome,
+    UploadResult,
+)
+from . import _presigned
 from ._base import Resource
+from ._polling import DEFAULT_WAIT_TIMEOUT, PATH_RESULT, PollPolicy, check_timeout, poll_until_final, wait_stage
 
 __all__ = ["KNOWN_TASKS", "Documents"]
 
@@ -64,6 +78,88 @@ class Documents(Resource):
         )
         return structure_document(data, document_id)
 
+    async def result(
+        self,
+        document_id: str,
+        *,
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> ProcessingResult:
+        """``GET /mr/api/v1/docs/{id}/result``: how far the document's processing is, and what it extracted.
+
+        One look, no waiting (see :meth:`wait_for_result`). ``result.status`` is a :class:`ProcessingStatus`
+        (``UNKNOWN`` for a value this version does not know); ``result.tests`` are the extracted lab tests once
+        ``COMPLETED``; ``result.fhir`` the FHIR bundle. ``user_id`` (``X-Pt-Id``) defaults to the client's.
+
+        Raises:
+            DocumentNotFound: no such document for that user (404).
+            InvalidRequest: ``document_id`` is not a single path segment, or there is no user id.
+        """
+        headers = {C.H_PT_ID: self._required_user_id(user_id)}
+        return await self._result(document_id, headers, retry, timeout)
+
+    async def _result(
+        self,
+        document_id: str,
+        headers: dict[str, str],
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+    ) -> ProcessingResult:
+        segment = path_segment("document_id", document_id)
+        data = await self._session.request(
+            "GET",
+            f"/mr/api/v1/docs/{segment}/result",
+            route=PATH_RESULT,
+            operation="result",
+            headers=headers,
+            idempotent=True,
+            retry=retry,
+            timeout=timeout,
+        )
+        return structure_result(data, document_id)
+
+    async def wait_for_result(
+        self,
+        document_id: str,
+        *,
+        timeout: float | None = DEFAULT_WAIT_TIMEOUT,
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        first_poll: float | None = None,
+        max_poll: float | None = None,
+        poll: PollPolicy | None = None,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+    ) -> ProcessingResult:
+        """Poll :meth:`result` until processing is final; return the ``COMPLETED`` result.
+
+        Parsing takes the service 1-2 minutes up to 10 pages, 2-4 beyond. The first poll comes after about
+        ``first_poll`` seconds (1), the delays then double up to ``max_poll`` (30), each spread by jitter; or pass
+        a whole :class:`PollPolicy` as ``poll``. A 10-minute wait polls at most about 30 times. Polls share the
+        client's limits and pause, and a ``Retry-After`` lengthens the next delay; a rate limit, a server error
+        or a transport failure that outlasts the client's retries does not end the wait (see
+        :mod:`health_async.resources._polling`). ``timeout`` is the deadline in seconds (``None``: none); the
+        wait never outlives it, and each poll's own timeout is cut to the time left. Cancelling the wait
+        leaves nothing running.
+
+        Raises:
+            ProcessingFailed: the status is ``ERROR``; ``.errors`` has the service's entries.
+            DocumentNotFound: the document was deleted (status ``DELETED``) or does not exist (404).
+            ProcessingTimeout: not final by the deadline (also a ``TimeoutError``); ``.last_status`` says where
+                it was.
+            InvalidRequest: a bad id, no user id, or a bad ``timeout``/poll setting; nothing is sent.
+        """
+        headers = {C.H_PT_ID: self._required_user_id(user_id)}
+        path_segment("document_id", document_id)
+        policy = PollPolicy.of(poll, first_poll=first_poll, max_poll=max_poll)
+        deadline = check_timeout(timeout)
+
+        def fetch(budget: float | None) -> Awaitable[ProcessingResult]:
+            return self._result(document_id, headers, retry, budget)
+
+        return await poll_until_final(
+            fetch, document_id, timeout=deadline, policy=policy, request_timeout=self._session.config.timeout
+        )
+
     async def upload(
         self,
         file: FileInput,
@@ -76,8 +172,17 @@ class Documents(Resource):
         encrypt: bool | None = None,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
+        wait: bool = False,
+        wait_timeout: float | None = DEFAULT_WAIT_TIMEOUT,
+        poll: PollPolicy | None = None,
     ) -> UploadResult:
         """``POST /mr/api/v2/docs``: upload one document (a path, bytes, or a binary file object).
+
+        With ``wait=True`` it then waits for the document's processing (:meth:`wait_for_result`, deadline
+        ``wait_timeout`` seconds, schedule ``poll``) and returns the :class:`UploadResult` with
+        :attr:`~UploadResult.processing` set. Waiting needs a user id (checked before anything is sent); if
+        processing fails or times out, :class:`~health_async.errors.ProcessingFailed` /
+        :class:`~health_async.errors.ProcessingTimeout` carry the new document's id.
 
         ``tasks`` fills the repeatable ``task`` query parameter the service requires (``"smart"``, ``"pii"``,
         ``"classification"``); it defaults to ``("smart",)``, smart report parsing. ``document_type`` is sent
@@ -90,10 +195,36 @@ class Documents(Resource):
         Not idempotent (a repeat can create a duplicate document): retried only when the request cannot have
         reached the server (see :class:`RetryPolicy`).
 
+        **Size routing.** Up to the client's ``max_upload_size`` (10 MiB by default) the file goes this direct
+        route, which runs the ``tasks``. A larger file that is a PDF (judged by its bytes) of at most 25 MiB goes
+        through :meth:`create` instead (presigned storage: the ``tasks`` are not run there, ``batch`` does not
+        apply); the result's :attr:`~UploadResult.route` says which route it took (``"direct"``/``"presigned"``).
+        With encryption on, a large file is refused rather than sent the presigned way, which has no JWE layer.
+
         Raises:
-            FileTooLarge: the file is over the client's ``max_upload_size`` (10 MB by default); nothing is sent.
+            FileTooLarge: over ``max_upload_size`` and not a PDF of up to 25 MiB (or encryption is on); nothing
+                is sent.
+            UploadFailed: (presigned route) the service refused the document, or the file could not be stored.
             FileNotFoundError, PermissionError, TypeError, ValueError: bad input; nothing is sent.
         """
+        if wait:
+            wait_user = self._required_user_id(user_id)
+            wait_deadline, wait_policy = check_timeout(wait_timeout), PollPolicy.of(poll)
+            uploaded = await self.upload(
+                file,
+                tasks=tasks,
+                document_type=document_type,
+                batch=batch,
+                filename=filename,
+                user_id=user_id,
+                encrypt=encrypt,
+                retry=retry,
+                timeout=timeout,
+            )
+            processing = await self.wait_for_result(
+                uploaded.document_id, timeout=wait_deadline, user_id=wait_user, poll=wait_policy
+            )
+            return attrs.evolve(uploaded, processing=processing)
         params = _task_params(tasks)
         if document_type is not None:
             params.append(("dt", _query_value("document_type", document_type)))
@@ -102,7 +233,15 @@ class Documents(Resource):
         source = FileSource.from_input(file, filename=filename)
         client = self._client
         if source.size > client.max_upload_size:
-            raise FileTooLarge(f"the file is {source.size} bytes, over the {client.max_upload_size}-byte upload limit")
+            # Above the direct route's limit, a PDF (by its bytes) of up to 25 MiB goes the presigned way.
+            if not (client.encrypt if encrypt is None else encrypt) and await _presigned.large_pdf(source):
+                return await _presigned.create(
+                    self, [source], document_type=document_type, user_id=user_id, retry=retry, timeout=timeout
+                )
+            raise FileTooLarge(
+                f"the file is {source.size} bytes, over the {client.max_upload_size}-byte direct upload limit; "
+                f"only a PDF of up to {_presigned.MAX_PDF_SIZE} bytes, sent without encrypt, can go the presigned way"
+            )
         if source.size == 0:
             raise InvalidRequest("the upload file is empty")
         if not source.rereadable:
@@ -141,31 +280,17 @@ class Documents(Resource):
         ``updated_after`` (epoch seconds) is sent as ``u_at__gt`` for incremental sync; ``start_token`` resumes
         from a ``next_token`` saved earlier. Sends ``Accept: application/json`` as the service requires.
         """
-        headers = {C.H_PT_ID: self._required_user_id(user_id)}
-        token = start_token
-        while True:
-            params: list[tuple[str, str]] = []
-            if token:
-                params.append(("offset", token))
-            if updated_after is not None:
-                if not isinstance(updated_after, int) or isinstance(updated_after, bool) or updated_after < 0:
-                    raise InvalidRequest("updated_after must be a non-negative int (epoch seconds)")
-                params.append(("u_at__gt", str(updated_after)))
-            data = await self._session.request(
-                "GET",
-                C.PATH_DOCUMENTS,
-                operation="list",
-                params=params,
-                headers=headers,
-                idempotent=True,
-                retry=retry,
-                timeout=timeout,
-            )
-            page = structure(data, DocumentPage)
+        async for page in self._token_pages(
+            C.PATH_DOCUMENTS,
+            operation="list",
+            parse=lambda data: structure(data, DocumentPage),
+            user_id=user_id,
+            updated_after=updated_after,
+            start_token=start_token,
+            retry=retry,
+            timeout=timeout,
+        ):
             yield page
-            if page.next_token is None or page.next_token == token:
-                return
-            token = page.next_token
 
     async def list(
         self,
@@ -197,7 +322,7 @@ class Documents(Resource):
         total: int | None = None,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> AsyncIterator[DescribeResult]:
+    ) -> BulkStream[DescribeResult]:
         """Describe many documents, ``concurrency`` at a time; yield a :class:`DescribeResult` per id.
 
         ``ids`` may be any iterable or async iterable of ids (or of :class:`DocumentListItem`, so the output of
@@ -210,9 +335,10 @@ class Documents(Resource):
         (``max_connections``, ``rate_limit`` and the pause after a 429/503 with ``Retry-After``).
 
         ``progress(done, failed, total)`` is called after each result; ``total`` is ``len(ids)`` when known.
-        Leaving the loop early cancels the workers; use ``contextlib.aclosing`` to have that happen at once.
-        Arguments are checked when this is called (a missing user id raises at once); no request is sent
-        before the iteration starts.
+        Leaving the loop early cancels the workers; ``async with`` the returned :class:`BulkStream` (or
+        ``contextlib.aclosing``) to have that happen at once. Arguments are checked when this is called (a missing
+        user id, a closed client, a single ``str`` instead of many ids raise at once); no request is sent before the
+        iteration starts. ``concurrency`` is capped by ``max_connections`` and the input's length when known.
         """
         headers = {C.H_PT_ID: self._required_user_id(user_id)}  # one dict for the batch: never mutated
 
@@ -226,7 +352,15 @@ class Documents(Resource):
             return DescribeResult(document_id=str(id_of(item)), document=doc, error=error)
 
         return run_pool(
-            self._session, ids, call, wrap, concurrency=concurrency, ordered=ordered, progress=progress, total=total
+            self._session,
+            ids,
+            call,
+            wrap,
+            concurrency=concurrency,
+            ordered=ordered,
+            progress=progress,
+            total=total,
+            what="ids",
         )
 
     def upload_many(
@@ -243,13 +377,38 @@ class Documents(Resource):
         total: int | None = None,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> AsyncIterator[UploadOutcome]:
+        wait: bool = False,
+        wait_timeout: float | None = DEFAULT_WAIT_TIMEOUT,
+        poll: PollPolicy | None = None,
+        wait_concurrency: int = 1000,
+        upload_progress: ProgressCallback | None = None,
+    ) -> BulkStream[UploadOutcome]:
         """Upload many files, ``concurrency`` at a time; yield an :class:`UploadOutcome` per file.
+
+        With ``wait=True`` each uploaded file's processing is then waited for (as :meth:`wait_for_result`, with
+        ``wait_timeout`` and ``poll``), up to ``wait_concurrency`` waits at a time: a wait mostly sleeps, so many
+        more run than uploads, and the uploads go on while earlier files are processed. Each outcome then has
+        ``result`` (the document id), ``processing`` (the ``COMPLETED`` result) and ``error`` (an upload error, or
+        ``ProcessingFailed``/``ProcessingTimeout``/... beside the ``result``). ``progress`` then counts finished
+        outcomes, ``upload_progress`` (called as each upload ends, with or without ``wait``) counts uploads.
+        Waiting needs a user id (checked at once).
 
         Works like :meth:`describe_many` (lazy input, bounded memory, errors in results, shared limits). Each
         file is streamed from disk; a missing, unreadable, empty or too large file fails alone with
         :class:`~health_async.errors.InvalidRequest` (or its subclass ``FileTooLarge``). Uploads are not
         idempotent, so they are retried only as :meth:`upload` is.
+
+        Leaving the loop early (``break``, an exception, cancellation) never abandons an upload that may have
+        reached the service: the uploads already running are let finish when the stream is closed, and their
+        outcomes are in the stream's :attr:`~health_async.BulkStream.left_behind` list (a WARNING log gives their
+        count)::
+
+            async with client.documents.upload_many(paths) as stream:
+                async for outcome in stream:
+                    if not outcome.ok:
+                        break
+            for outcome in stream.left_behind:  # finished after the break: record them too
+                ...
         """
         tasks = tuple(tasks) if not isinstance(tasks, str) else (tasks,)
         _task_params(tasks)  # bad tasks fail the whole call, before anything is read or sent
@@ -270,9 +429,158 @@ class Documents(Resource):
         def wrap(file: FileInput, result: UploadResult | None, error: HealthError | None) -> UploadOutcome:
             return UploadOutcome(source=file, result=result, error=error)
 
-        return run_pool(
-            self._session, files, call, wrap, concurrency=concurrency, ordered=ordered, progress=progress, total=total
+        if wait:
+            wait_user = self._required_user_id(user_id)
+            wait_deadline, wait_policy = check_timeout(wait_timeout), PollPolicy.of(poll)
+            if not isinstance(wait_concurrency, int) or isinstance(wait_concurrency, bool) or wait_concurrency < 1:
+                raise InvalidRequest("wait_concurrency must be a positive int")
+        uploads = run_pool(
+            self._session,
+            files,
+            call,
+            wrap,
+            concurrency=concurrency,
+            ordered=ordered,
+            progress=upload_progress if wait else _both(progress, upload_progress),
+            total=total,
+            drain=True,
+            what="files",
         )
+        if not wait:
+            return uploads
+
+        async def wait_one(document_id: str) -> ProcessingResult:
+            return await self.wait_for_result(document_id, timeout=wait_deadline, user_id=wait_user, poll=wait_policy)
+
+        return wait_stage(
+            self._session,
+            uploads,
+            wait_one,
+            limit=wait_concurrency,
+            ordered=ordered,
+            progress=progress,
+            total=known_length(files) if total is None else total,
+        )
+
+    async def create(
+        self,
+        files: FileInput | Sequence[FileInput],
+        *,
+        document_type: str | None = None,
+        title: str | None = None,
+        tags: Iterable[str] = (),
+        date: dt.datetime | dt.date | int | None = None,
+        cases: Iterable[str] = (),
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> UploadResult:
+        """Upload one document of one or more files through presigned storage (for large or multi-page records).
+
+        ``files`` is one file (a path, bytes, a seekable binary file object) or a list of up to 10 (the pages of
+        one document). First ``POST /mr/api/v1/docs`` declares the document (``dt``, ``dd_e``, ``tg``, ``title``,
+        ``cases``) and each file's content type and exact size; the service answers with a storage form per file.
+        Then each file is posted to its form (the form's signed fields first, then the file, streamed from disk:
+        memory stays at one chunk however large the file). Returns the new document's id with ``route ==
+        "presigned"``. The upload ``tasks`` of :meth:`upload` do not run on this route.
+
+        The vendor's limits are checked before anything is sent: at most 10 files, all of one content type,
+        ``application/pdf``, ``image/png`` or ``image/jpg`` *judged by the bytes* (a ``.pdf`` holding a PNG is a
+        PNG), a PDF at most 25 MiB, an image at most 10 MiB; tags as in :meth:`update`; a title of at most 256
+        characters. ``date`` is an aware ``datetime``, a ``date`` (midnight UTC) or epoch seconds. At most 5
+        ``create`` calls of one client run at a time (the vendor's batch limit); more wait.
+
+        The declaring POST is not idempotent (a repeat declares another document): it is retried only when it
+        cannot have reached the service. A storage form post is idempotent (same object, same bytes) and is
+        retried per the client's :class:`RetryPolicy`. The storage host gets nothing of ours (no bearer token,
+        ``client-id`` or ``X-Pt-Id``), and a redirect from it is never followed. Its URL and signed fields are
+        credentials: they appear in no repr, error or log.
+
+        Raises:
+            InvalidRequest: a limit or value rule broken (the message names the file index and the rule);
+                :class:`FileTooLarge` for a size; no user id. Nothing is sent.
+            UploadFailed: the service refused the document (``code`` from its ``error_details``), or a file could
+                not be stored after the retries (``file_index`` says which; the document id is in the message).
+            OutcomeUnknown: the declaring POST failed in a way that leaves unknown whether the document exists.
+        """
+        sources = _presigned.as_sources(files)
+        return await _presigned.create(
+            self,
+            sources,
+            document_type=document_type,
+            title=title,
+            tags=tags,
+            date=date,
+            cases=cases,
+            user_id=user_id,
+            retry=retry,
+            timeout=timeout,
+        )
+
+    async def update(
+        self,
+        document_id: str,
+        *,
+        document_type: str | None = None,
+        date: dt.datetime | dt.date | int | None = None,
+        tags: Iterable[str] | None = None,
+        cases: Iterable[str] | None = None,
+        link_abha: bool | None = None,
+        owner: str | None = None,
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> None:
+        """``PATCH /mr/api/v1/docs/{id}``: change a document's details; only the fields given are sent.
+
+        ``document_type`` is sent as ``dt``; ``date`` as ``dd_e`` in epoch seconds (an aware ``datetime``, a
+        ``date`` taken at midnight UTC, or an int); ``tags`` as ``tg``, replacing the document's tags (``[]``
+        clears them): a set of at most 10 tags of 2 to 20 characters each, duplicates dropped; ``cases`` replaces
+        the linked case ids; ``link_abha`` is ``ndhm`` (link the record to the user's ABHA); ``owner`` is ``oid``,
+        the user the document belongs to. ``None`` leaves a field as it is; at least one field must be given.
+        The service answers 200 with an empty body: that is success.
+
+        Retried as an idempotent call: every field *sets* a value (tags and cases replace the whole set, they do
+        not add), so sending the same PATCH twice leaves the document exactly as sending it once.
+
+        Raises:
+            DocumentNotFound: no such document for that user (404).
+            InvalidRequest: no field given, a bad id, tag or date, no user id; nothing is sent.
+        """
+        await _presigned.update(
+            self,
+            document_id,
+            document_type=document_type,
+            date=date,
+            tags=tags,
+            cases=cases,
+            link_abha=link_abha,
+            owner=owner,
+            user_id=user_id,
+            retry=retry,
+            timeout=timeout,
+        )
+
+    async def delete(
+        self,
+        document_id: str,
+        *,
+        missing_ok: bool = False,
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> None:
+        """``DELETE /mr/api/v1/docs/{id}``: delete a document. ``user_id`` (``X-Pt-Id``) defaults to the client's.
+
+        Idempotent, so retried on transient failures. If an attempt deleted the document but its answer was lost,
+        the retry finds no document and raises :class:`DocumentNotFound`; pass ``missing_ok=True`` to treat "not
+        there" as done (the state you asked for).
+
+        Raises:
+            DocumentNotFound: no such document for that user (404), unless ``missing_ok``.
+            InvalidRequest: ``document_id`` is not a single path segment; nothing is sent.
+        """
+        await _presigned.delete(self, document_id, missing_ok=missing_ok, user_id=user_id, retry=retry, timeout=timeout)
 
     def _encrypted_body(self, source: FileSource) -> StreamBody:
         from .._jwe_stream import encrypted_upload_body
@@ -282,11 +590,16 @@ class Documents(Resource):
         size, factory = encrypted_upload_body(source, config.encryption_key, kid=config.key_id)
         return StreamBody(size=size, content_type="application/json", factory=factory, headers={C.H_ENCRYPTION: "JWE"})
 
-    def _required_user_id(self, user_id: str | NotGiven | None) -> str:
-        user = self._user_id(user_id)
-        if user is None:
-            raise InvalidRequest("this call needs a user id (X-Pt-Id): pass user_id= here or to HealthClient")
-        return user
+
+def _both(first: ProgressCallback | None, second: ProgressCallback | None) -> ProgressCallback | None:
+    if first is None or second is None:
+        return first or second
+
+    def both(done: int, failed: int, total: int | None) -> None:
+        first(done, failed, total)
+        second(done, failed, total)
+
+    return both
 
 
 def _task_params(tasks: Iterable[str]) -> list[tuple[str, str]]:
