@@ -16,14 +16,19 @@ import orjson
 from aiohttp import BodyPartReader, web
 
 from .. import _constants as C
+from . import _abha, _domain, _patients, _records, _storage
 from ._data import FakeData
 
 __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 
-#: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
-ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
+#: The routes of the original interface; each domain module (``_records``, ``_storage``, ``_abha``,
+#: ``_patients``) adds its own.
+CORE_ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
 UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
 MAX_UPLOAD: Final = 10 * 1024 * 1024
+
+#: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
+ROUTES: Final = CORE_ROUTES + _records.ROUTES + _storage.ROUTES + _abha.ROUTES + _patients.ROUTES
 
 Handler = Callable[[web.Request, "RecordedRequest"], Awaitable[web.StreamResponse]]
 
@@ -121,6 +126,12 @@ class FakeHealthServer:
         self._static_failures = 0
         self._token_serial = 0
         self._runner: web.AppRunner | None = None
+        #: Per-domain state and test controls (see each module's docstring).
+        self.records = _records.FakeRecords(self)
+        self.storage = _storage.FakeStorage(self)
+        self.abha = _abha.FakeAbha(self)
+        self.patients = _patients.FakePatients(self)
+        self._domains: tuple[_domain.Domain, ...] = (self.records, self.storage, self.abha, self.patients)
 
     def __repr__(self) -> str:
         return f"FakeHealthServer(url={self.url if self._runner else None!r})"
@@ -145,6 +156,8 @@ class FakeHealthServer:
         app.router.add_post(C.PATH_UPLOAD, route("upload", self._upload))
         app.router.add_post(C.PATH_AADHAAR_INIT, route("aadhaar_init", self._aadhaar_init))
         app.router.add_get(C.PATH_PROFILE, route("profile", self._profile))
+        for domain in self._domains:
+            domain.add_routes(app)
         return app
 
     async def start(self) -> None:
@@ -157,10 +170,14 @@ class FakeHealthServer:
         await site.start()
         self._runner = runner
         self.port = runner.addresses[0][1]
+        for domain in self._domains:
+            await domain.start()
 
     async def close(self) -> None:
         """Stop serving and close every connection (idempotent)."""
         runner, self._runner = self._runner, None
+        for domain in self._domains:
+            await domain.close()
         if runner is not None:
             await runner.cleanup()
 
@@ -203,6 +220,8 @@ class FakeHealthServer:
         self.requests.clear()
         self._counts = dict.fromkeys(ROUTES, 0)
         self._faults.clear()
+        for domain in self._domains:
+            domain.reset()
 
     def expire_tokens(self) -> None:
         """Invalidate every access token issued by login or refresh (their refresh tokens stay valid)."""
@@ -393,35 +412,36 @@ class FakeHealthServer:
         tasks = request.query.getall("task", [])
         if not tasks or not set(tasks) <= UPLOAD_TASKS:
             return web.Response(status=400, text="Invalid form data.")
-        files: list[tuple[int, str]] = []
+        files: list[tuple[int, str, bool]] = []  # size, SHA-256, whether the content ends in b"error"
         if request.headers.get(C.H_ENCRYPTION) == "JWE":
             body = await self._read_json(request, rec)
             try:
                 data = base64.b64decode(body["file"], validate=True)
             except (TypeError, KeyError, binascii.Error):
                 return web.Response(status=400, text="Invalid form data.")
-            files.append((len(data), hashlib.sha256(data).hexdigest()))
+            files.append((len(data), hashlib.sha256(data).hexdigest(), data.endswith(b"error")))
             rec.plaintext = {"file": len(data)}
         elif request.content_type == "multipart/form-data":
             reader = await request.multipart()
             async for part in reader:
                 if not isinstance(part, BodyPartReader) or part.name != "file":
                     continue
-                digest, size = hashlib.sha256(), 0
+                digest, size, tail = hashlib.sha256(), 0, b""
                 while chunk := await part.read_chunk(256 * 1024):
                     size += len(chunk)
                     if size > MAX_UPLOAD:
                         return web.Response(status=413, text="File too large.")
                     digest.update(chunk)
-                files.append((size, digest.hexdigest()))
+                    tail = (tail + chunk)[-5:]
+                files.append((size, digest.hexdigest(), tail == b"error"))
         if not files:
             return web.Response(status=400, text="Invalid form data.")
-        rec.body_size = sum(size for size, _ in files)
-        if any(size > MAX_UPLOAD for size, _ in files):
+        rec.body_size = sum(size for size, _, _ in files)
+        if any(size > MAX_UPLOAD for size, _, _ in files):
             return web.Response(status=413, text="File too large.")
         user = request.headers.get(C.H_PT_ID) or self.data.user_ids[0]
         ids = []
-        for size, sha256 in files:
+        for size, sha256, ends_in_error in files:
             document_id = str(uuid.uuid4())
             ids.append(document_id)
             doc = {
@@ -430,7 +450,8 @@ class FakeHealthServer:
                 "document_type": request.query.get("dt", "lr"),
                 "tags": sorted(tasks),
                 "files": [],
-                "upload": {"size": size, "sha256": sha256},
+                # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py)
+                "upload": {"size": size, "sha256": sha256, "ends_in_error": ends_in_error},
             }
             self.data.documents.setdefault(user, {})[document_id] = orjson.dumps(doc)
         return self._json(request, {"document_id": ids[0]})
@@ -450,7 +471,10 @@ class FakeHealthServer:
         digits = "".join(str(int(c, 16) % 10) for c in mobile_tail)
         return self._json(
             request,
-            {"hint": f"OTP sent successfully to your mobile number ******{digits}", "txn_id": str(uuid.uuid4())},
+            {
+                "hint": f"OTP sent successfully to your mobile number ******{digits}",
+                "txn_id": self.abha.start_aadhaar(number),
+            },
         )
 
     async def _profile(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:

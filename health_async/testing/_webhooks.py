@@ -1,0 +1,66 @@
+"""Send signed webhooks to your own handler in tests: :func:`sign` and :func:`send_webhook`.
+
+::
+
+    from health_async.testing._webhooks import send_webhook
+
+    status = await send_webhook(f"{base}/webhooks/eka", {"event": "rec.uploaded", "data": {...}}, secret)
+    assert status == 200
+"""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+import orjson
+from yarl import URL
+
+from .._config import _is_loopback
+from ..errors import InvalidRequest
+from ..webhooks import SIGNATURE_HEADER, WebhookSecret, compute_signature
+
+__all__ = ["send_webhook", "sign"]
+
+
+def sign(body: bytes, secret: WebhookSecret, *, timestamp: int | None = None) -> str:
+    """The ``Eka-Webhook-Signature`` header value for ``body``: ``t=<timestamp>,v1=<hex>``, as the service signs.
+
+    ``timestamp`` defaults to now (unix seconds); pass an old or future one to test the tolerance.
+    """
+    t = int(time.time()) if timestamp is None else int(timestamp)
+    return f"t={t},v1={compute_signature(body, secret, t)}"
+
+
+async def send_webhook(
+    url: str,
+    event: dict[str, object],
+    secret: WebhookSecret,
+    *,
+    session: aiohttp.ClientSession | None = None,
+    timestamp: int | None = None,
+) -> int:
+    """POST ``event`` as signed JSON to ``url`` the way the service does, and return the answer's status.
+
+    Only loopback URLs (``127.0.0.0/8``, ``::1``, ``localhost``) are accepted: a test webhook, possibly with
+    sample personal data, must not leave the machine (:class:`~health_async.errors.InvalidRequest` otherwise).
+    Uses ``session`` when given, else a short-lived one (10 s total timeout).
+    """
+    try:
+        parsed = URL(url)
+    except (ValueError, TypeError):
+        raise InvalidRequest("send_webhook needs an http(s) URL on loopback") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
+        raise InvalidRequest("send_webhook only posts to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
+    body = orjson.dumps(event)
+    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, secret, timestamp=timestamp)}
+    if session is not None:
+        async with session.post(parsed, data=body, headers=headers) as response:
+            await response.read()
+            return response.status
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as own,
+        own.post(parsed, data=body, headers=headers) as response,
+    ):
+        await response.read()
+        return response.status
