@@ -1,0 +1,396 @@
+"""The ingest job: the single writer of the journal and the output; engines only do the items."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._cli._output import Progress
+from ..errors import InvalidRequest
+from ._engine import ClientFactory, Engine, LocalEngine
+from ._input import check_input, input_mark, read_input
+from ._journal import IngestStatus, Journal, ScanResult
+from ._work import JobSpec, WorkItem, WorkResult
+
+if TYPE_CHECKING:
+    from .._client import HealthClient
+
+__all__ = ["IngestJob", "IngestProgress", "IngestSummary"]
+
+Op = Literal["describe", "upload"]
+
+#: Items fetched from the journal at a time to feed the engine.
+_PAGE = 512
+
+
+@attrs.frozen
+class IngestSummary:
+    """What a run did, and where the job stands (:attr:`status`)."""
+
+    status: IngestStatus
+    #: Items finished by this run (done, failed or of unknown outcome).
+    processed: int = 0
+    #: Output lines of an earlier, killed run adopted at start (their items were not requested again).
+    adopted: int = 0
+    #: Repeated keys of the input, skipped (each key is processed once).
+    duplicates: int = 0
+    #: Items refused at reading (a line that is not UTF-8, a directory that cannot be listed): failed alone.
+    invalid: int = 0
+    #: True when the run was cancelled (Ctrl-C) before the end; the next run resumes.
+    interrupted: bool = False
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Every item is done: none failed, none of unknown outcome, none pending."""
+        s = self.status
+        return s.failed == 0 and s.unknown == 0 and s.pending == 0
+
+    def text(self) -> str:
+        """One line for people: ``done 10, failed 2 (1 retryable), unknown outcome 0, pending 0``."""
+        s = self.status
+        line = (
+            f"done {s.done}, failed {s.failed} ({s.retryable} retryable), unknown outcome {s.unknown}, "
+            f"pending {s.pending}"
+        )
+        if self.duplicates:
+            line += f"; {self.duplicates} repeated input line(s) skipped"
+        if self.interrupted:
+            line += "; interrupted: run the same command again to resume"
+        return line
+
+
+class IngestProgress(Progress):
+    """The CLI progress bar with the unknown-outcome count, the rate and an ETA (on stderr, when a terminal)."""
+
+    def __init__(self, label: str, *, total: int, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
+        super().__init__(label, enabled=enabled, stream=stream)
+        self.total = total
+        self.done = self.failed = self.unknown = 0
+
+    def add(self, result: WorkResult) -> None:
+        """Count one finished item and redraw (at most ten times a second)."""
+        self.done += 1
+        if result.unknown:
+            self.unknown += 1
+        elif not result.ok:
+            self.failed += 1
+        self(self.done, self.failed, self.total)
+
+    def __call__(self, done: int, failed: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and done != total:
+            return
+        self._last = now
+        elapsed = max(now - self.started, 1e-9)
+        rate = done / elapsed
+        if total:
+            width = 30
+            filled = int(width * min(done, total) / total)
+            eta = (total - done) / rate if rate > 0 else float("inf")
+            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}  ETA {_duration(eta)}"
+        else:
+            bar = f"{done} done"
+        self.stream.write(f"\r{self.label} {bar}  failed {failed}  unknown {self.unknown}  {rate:,.0f}/s ")
+        self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "--:--"
+    seconds = int(seconds + 0.5)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
+
+
+class _Writer:
+    """Collects results on the loop; commits them in batches in the journal's thread (one batch at a time)."""
+
+    def __init__(self, journal: Journal, *, batch_size: int, interval: float) -> None:
+        self._journal = journal
+        self._size = batch_size
+        self._interval = interval
+        self._limit = 8 * batch_size
+        self._batch: list[WorkResult] = []
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._closing = False
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def put(self, result: WorkResult) -> None:
+        while len(self._batch) >= self._limit and not self._task.done():
+            self._room.clear()
+            waiter = asyncio.ensure_future(self._room.wait())
+            try:
+                await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+        if self._task.done():
+            await self._task  # raises the flusher's error (a full disk, say)
+            raise RuntimeError("the ingest writer stopped")
+        self._batch.append(result)
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            if not self._closing and len(self._batch) < self._size and self._interval > 0:
+                await asyncio.sleep(self._interval)  # let a batch gather: one fsync for many lines
+            batch, self._batch = self._batch, []
+            self._wake.clear()
+            if batch:
+                await self._journal.call(self._journal.commit, batch)
+            self._room.set()
+            if self._closing and not self._batch:
+                return
+
+    async def close(self) -> None:
+        """Commit what is left; survives a second cancellation (the commit finishes in its thread)."""
+        self._closing = True
+        self._wake.set()
+        await asyncio.shield(self._task)
+
+
+class IngestJob:
+    """A resumable ingest job: describe many document ids, or upload many files, with a journal that survives
+    crashes. Build one with :meth:`describe` or :meth:`upload`, then ``summary = await job.run()``.
+
+    Running the same job again (same output, same journal) resumes: items already done are not requested again,
+    and the output ends with exactly one line per input item. See :mod:`health_async.ingest` for the design.
+
+    Args:
+        op: ``"describe"`` or ``"upload"``.
+        source: the ids file (describe), or a directory or a file listing paths (upload).
+        out: the JSON Lines output file.
+        journal: the SQLite journal (default: ``<out>.ingest.db``).
+        client: a :class:`~health_async.HealthClient` to use as is (local engine only; never closed by the job).
+        client_factory: builds the client(s) as ``factory(limiter)``; default ``HealthClient.from_env``.
+        engine: ``"local"`` (one client in this process), ``"ray"`` (Ray actors; needs ``ray``), or an
+            :class:`Engine` instance.
+        concurrency: requests in flight (per worker for Ray).
+        rate_limit: requests per second for the whole job.
+        tasks: upload processing tasks (default ``("smart",)``).
+        wait: after each upload, wait for its processing result (``client.documents.wait``).
+        user_id: the OID sent as ``X-Pt-Id`` (default: the client's).
+        retry_failed: also redo failed items whose error is retryable (transport errors, 5XX, 429).
+        reupload_unknown: also resend uploads whose outcome is unknown (they may then exist twice).
+        progress: show a progress bar on stderr (``None``: when stderr is a terminal).
+        ray_address, workers: for ``engine="ray"``.
+        batch_size, flush_interval: how results are grouped into one output write + fsync + journal commit.
+    """
+
+    def __init__(
+        self,
+        op: Op,
+        source: str | os.PathLike[str],
+        *,
+        out: str | os.PathLike[str],
+        journal: str | os.PathLike[str] | None = None,
+        client: HealthClient | None = None,
+        client_factory: ClientFactory | None = None,
+        engine: Literal["local", "ray"] | Engine = "local",
+        concurrency: int = 64,
+        rate_limit: float | None = None,
+        tasks: Iterable[str] = ("smart",),
+        wait: bool = False,
+        user_id: str | None = None,
+        retry_failed: bool = False,
+        reupload_unknown: bool = False,
+        progress: bool | None = None,
+        progress_stream: IO[str] | None = None,
+        ray_address: str | None = None,
+        workers: int = 2,
+        batch_size: int = 256,
+        flush_interval: float | None = None,
+    ) -> None:
+        if op not in ("describe", "upload"):
+            raise InvalidRequest("op must be 'describe' or 'upload'")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise InvalidRequest("concurrency must be a positive int")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidRequest("batch_size must be a positive int")
+        if rate_limit is not None and not (isinstance(rate_limit, int | float) and rate_limit > 0):
+            raise InvalidRequest("rate_limit must be > 0 requests per second")
+        if isinstance(engine, str) and engine not in ("local", "ray"):
+            raise InvalidRequest("engine must be 'local', 'ray' or an Engine")
+        if not isinstance(engine, str) and not isinstance(engine, Engine):
+            raise InvalidRequest("engine must be 'local', 'ray' or an Engine")
+        if client is not None and engine == "ray":
+            raise InvalidRequest("engine='ray' builds a client in each actor: give a client_factory, not a client")
+        task_tuple = (tasks,) if isinstance(tasks, str) else tuple(tasks)
+        if op == "upload":
+            from ..resources.documents import _task_params
+
+            _task_params(task_tuple)  # an unknown task fails here, before anything is read or sent
+        if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
+            raise InvalidRequest("user_id must be a non-empty string")
+        self.op: Op = op
+        self.source = os.fspath(source)
+        self.out = os.fspath(out)
+        self.journal_path = os.fspath(journal) if journal is not None else self.out + ".ingest.db"
+        self.spec = JobSpec(op=op, concurrency=concurrency, tasks=task_tuple, wait=wait, user_id=user_id)
+        self._client = client
+        self._factory = client_factory
+        self._engine = engine
+        self.rate_limit = rate_limit
+        self.retry_failed = retry_failed
+        self.reupload_unknown = reupload_unknown
+        self._progress = progress
+        self._progress_stream = progress_stream
+        self.ray_address = ray_address
+        self.workers = workers
+        self.batch_size = batch_size
+        # uploads are slow and must reach the output fast (a crash would leave them of unknown outcome)
+        self.flush_interval = flush_interval if flush_interval is not None else (0.05 if op == "describe" else 0.0)
+        #: The latest summary: set when :meth:`run` ends, also by cancellation.
+        self.summary: IngestSummary | None = None
+        self._running = False
+
+    def __repr__(self) -> str:
+        return f"IngestJob(op={self.op!r}, concurrency={self.spec.concurrency})"
+
+    @classmethod
+    def describe(cls, ids_file: str | os.PathLike[str], *, out: str | os.PathLike[str], **options: Any) -> IngestJob:
+        """A job describing every id of ``ids_file`` (one per line) into ``out``: ``{"key", "index",
+        "document"}`` lines, or ``{"key", "index", "error"}``. Options as for :class:`IngestJob`."""
+        return cls("describe", ids_file, out=out, **options)
+
+    @classmethod
+    def upload(cls, source: str | os.PathLike[str], *, out: str | os.PathLike[str], **options: Any) -> IngestJob:
+        """A job uploading every file of directory ``source`` (recursively, in sorted order), or every path
+        listed in file ``source``, into ``out``: ``{"key", "index", "upload": {"document_id"}}`` lines (with
+        ``"processing"`` when ``wait``), or ``{"key", "index", "error"}``. Options as for :class:`IngestJob`."""
+        return cls("upload", source, out=out, **options)
+
+    @staticmethod
+    async def status(journal: str | os.PathLike[str]) -> IngestStatus:
+        """Counts of a job's journal: done, failed (retryable), pending, unknown outcome (with their keys).
+
+        Read-only: safe while a run is going on (items it has in flight count as unknown until they end)."""
+        j = Journal(journal)
+        try:
+            await j.call(j.open_readonly)
+            if await j.call(j.meta, "op") is None:
+                raise InvalidRequest("the file is not an ingest journal")
+            return await j.call(j.status)
+        finally:
+            await j.call(j.close)
+            j.shutdown()
+
+    def _make_engine(self) -> Engine:
+        if not isinstance(self._engine, str):
+            return self._engine
+        if self._engine == "ray":
+            try:
+                from ._ray import RayEngine
+            except ImportError as exc:
+                raise InvalidRequest("engine='ray' needs the ray package: pip install 'ray>=2'") from exc
+            return RayEngine(self._factory, address=self.ray_address, workers=self.workers, rate_limit=self.rate_limit)
+        return LocalEngine(self._client, client_factory=self._factory, rate_limit=self.rate_limit)
+
+    async def run(self) -> IngestSummary:
+        """Run (or resume) the job; return its summary.
+
+        Cancellation (Ctrl-C) stops the workers, commits the results already received, sets :attr:`summary`
+        and is re-raised; the next run resumes. Raises :class:`~health_async.errors.InvalidRequest` before
+        anything is sent for a missing or unreadable input, a journal that belongs to another job or output, or an
+        output that is in use by another run.
+        """
+        if self._running:
+            raise RuntimeError("this IngestJob is already running")
+        self._running = True
+        try:
+            return await self._run()
+        finally:
+            self._running = False
+
+    async def _run(self) -> IngestSummary:
+        check_input(self.op, self.source)
+        engine = self._make_engine()
+        journal = Journal(self.journal_path)
+        started = time.monotonic()
+        scan = ScanResult(0, 0, 0)
+        adopted = processed = 0
+        interrupted = recovered = False
+        progress: IngestProgress | None = None
+        status: IngestStatus | None = None
+        try:
+            await journal.call(journal.open)
+            await journal.call(journal.bind, self.op, self.out)
+            scan = await journal.call(journal.scan, read_input(self.op, self.source), input_mark(self.source))
+            adopted = await journal.call(journal.recover)
+            recovered = True
+            todo = await journal.call(journal.count_todo, self.retry_failed, self.reupload_unknown)
+            progress = IngestProgress(self.op, total=todo, enabled=self._progress, stream=self._progress_stream)
+            if todo:
+                writer = _Writer(journal, batch_size=self.batch_size, interval=self.flush_interval)
+                results = engine.run(self.spec, self._feed(journal))
+                try:
+                    async for result in results:
+                        await writer.put(result)
+                        processed += 1
+                        progress.add(result)
+                finally:
+                    try:
+                        aclose = getattr(results, "aclose", None)
+                        if aclose is not None:
+                            await aclose()
+                    finally:
+                        await writer.close()
+        except asyncio.CancelledError:
+            interrupted = True
+            raise
+        finally:
+            if progress is not None:
+                progress.close()
+            try:
+                if journal._db is not None:
+                    if recovered:  # before recovery, lines after the committed offset are not yet accounted for
+                        await asyncio.shield(journal.call(self._finish, journal))
+                    status = await asyncio.shield(journal.call(journal.status))
+            finally:
+                await asyncio.shield(journal.call(journal.close))
+                journal.shutdown()
+                if status is not None:
+                    self.summary = IngestSummary(
+                        status=status,
+                        processed=processed,
+                        adopted=adopted,
+                        duplicates=scan.duplicates,
+                        invalid=scan.invalid,
+                        interrupted=interrupted,
+                        elapsed=time.monotonic() - started,
+                    )
+        assert self.summary is not None
+        return self.summary
+
+    @staticmethod
+    def _finish(journal: Journal) -> None:
+        # in the journal's thread: uploads cancelled mid-flight have no result: unknown outcome; then, if nothing
+        # is left to do, the failure tail (one line for each failed or unknown item)
+        if journal._out is None:
+            return
+        journal.resolve_inflight()
+        journal.write_tail()
+
+    async def _feed(self, journal: Journal) -> AsyncIterator[WorkItem]:
+        """The items to do, read page by page from the journal; an upload is committed as in flight before it is
+        handed to the engine."""
+        after = 0
+        upload = self.op == "upload"
+        while True:
+            page = await journal.call(journal.todo, after, _PAGE, self.retry_failed, self.reupload_unknown)
+            if not page:
+                return
+            for rowid, key, index in page:
+                after = rowid
+                if upload:
+                    await journal.call(journal.mark_inflight, key)
+                yield WorkItem(key=key, index=index)

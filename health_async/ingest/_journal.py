@@ -1,0 +1,423 @@
+"""The ingest journal: a local SQLite file (WAL) owned by one thread, and the output file it vouches for.
+
+Every method that touches the database or the output runs in the journal's single thread
+(:meth:`Journal.call`): the event loop never blocks on SQLite or on ``fsync``. The connection is created in
+that thread and used only there.
+
+Tables::
+
+    items(key PRIMARY KEY, idx, state, retryable, line)   state: pending | inflight | done | failed | unknown
+    meta(k PRIMARY KEY, v)                                 op, output path, committed output offset, input mark
+
+``line`` holds the JSON line (without ``key``) of a failed or unknown item: failures reach the output only in
+the *tail* written at the end of a complete run (see :mod:`health_async.ingest`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any, Final, TypeVar
+
+import attrs
+import orjson
+
+from ..errors import InvalidRequest
+from ._work import WorkResult
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no lock, one run at a time is then the user's care
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["IngestStatus", "Journal", "ScanResult"]
+
+T = TypeVar("T")
+
+PENDING: Final = "pending"
+INFLIGHT: Final = "inflight"
+DONE: Final = "done"
+FAILED: Final = "failed"
+UNKNOWN: Final = "unknown"
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT PRIMARY KEY,
+    idx INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    retryable INTEGER NOT NULL DEFAULT 0,
+    line BLOB
+);
+CREATE INDEX IF NOT EXISTS items_state ON items(state);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+"""
+
+#: The line of an upload left in flight by a crash (or Ctrl-C) and not resolved since.
+UNKNOWN_MESSAGE: Final = (
+    "the upload may or may not have reached the service (the run stopped while it was in flight); it was not sent "
+    "again: check the document list, then rerun with --reupload-unknown to send it again"
+)
+
+
+@attrs.frozen
+class IngestStatus:
+    """Counts of a journal's items: what ``health-async ingest status`` shows."""
+
+    op: str
+    total: int
+    done: int
+    failed: int
+    #: Failed items whose error is worth ``--retry-failed``.
+    retryable: int
+    pending: int
+    #: Uploads whose outcome is unknown (sent, or perhaps sent, when a run stopped): never resent unless asked.
+    unknown: int
+    #: Keys (file paths) of the unknown-outcome uploads, in input order.
+    unknown_keys: tuple[str, ...] = attrs.field(default=(), repr=False)
+
+    @property
+    def complete(self) -> bool:
+        """True when every item is done, failed or of unknown outcome (each then has its line in the output)."""
+        return self.pending == 0
+
+
+@attrs.frozen
+class ScanResult:
+    """What a scan of the input found."""
+
+    #: Items new to the journal.
+    added: int
+    #: Repeated keys skipped (each key is processed once).
+    duplicates: int
+    #: Items refused at reading (a line that is not UTF-8, a directory that cannot be listed).
+    invalid: int
+
+
+class Journal:
+    """The journal file and the output file of one job, used from one thread (see :meth:`call`)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health-async-journal")
+        self._db: sqlite3.Connection | None = None
+        self._out: IO[bytes] | None = None
+        self.offset = 0
+
+    def __repr__(self) -> str:
+        return "Journal()"
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(*args)`` in the journal's thread. If the caller is cancelled meanwhile, ``fn`` still completes
+        (a batch is never half-committed by a cancellation): the journal stays consistent."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def shutdown(self) -> None:
+        """Stop the thread (after closing, in it)."""
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ in the journal's thread
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the journal is not open")
+        return self._db
+
+    def open(self) -> None:
+        """Open (or create) the journal for a run."""
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError:
+            raise InvalidRequest("the journal file cannot be used as an ingest journal") from None
+        self._db = db
+
+    def open_readonly(self) -> None:
+        """Open an existing journal to read it (``status``): never creates or changes it."""
+        if not os.path.isfile(self.path):
+            raise InvalidRequest("the journal file does not exist")
+        try:
+            db = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, isolation_level=None)
+            db.execute("SELECT count(*) FROM items").fetchone()
+            db.execute("SELECT count(*) FROM meta").fetchone()
+        except sqlite3.DatabaseError:
+            raise InvalidRequest("the file is not an ingest journal") from None
+        self._db = db
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()  # also releases the lock
+            self._out = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def meta(self, name: str) -> str | None:
+        row = self.db.execute("SELECT v FROM meta WHERE k = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, name: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (name, value))
+
+    def bind(self, op: str, out: str) -> None:
+        """Tie a new journal to ``op`` and the output ``out``; check an old one was tied to the same.
+
+        Then lock the output (one run at a time) and open it at the committed offset.
+        """
+        out = os.path.abspath(out)
+        old_op, old_out = self.meta("op"), self.meta("out")
+        if old_op is not None and old_op != op:
+            raise InvalidRequest(f"the journal belongs to an ingest {old_op} job, not {op}")
+        if old_out is not None and old_out != out:
+            raise InvalidRequest("the journal was written for another output file: give that one, or a new journal")
+        if os.path.isdir(out):
+            raise InvalidRequest("the output path is a directory")
+        exists = os.path.exists(out)
+        if old_out is None and exists and os.path.getsize(out) > 0:
+            raise InvalidRequest(
+                "the output file exists and is not empty but the journal is new: give the journal that wrote it, "
+                "or another output file"
+            )
+        if old_out is not None and not exists:
+            raise InvalidRequest("the output file the journal vouches for is missing: restore it or start anew")
+        try:
+            fd = os.open(out, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise InvalidRequest(f"the output file cannot be opened for writing ({exc.strerror})") from None
+        handle = open(fd, "r+b", buffering=0)
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                raise InvalidRequest("another ingest run is writing this output file") from None
+        self._out = handle
+        if not exists:
+            _fsync_dir(out)
+        self.offset = int(self.meta("offset") or 0)
+        if os.fstat(handle.fileno()).st_size < self.offset:
+            raise InvalidRequest("the output file is shorter than the journal records: it was changed outside the job")
+        self.db.execute("BEGIN")
+        self._set_meta("op", op)
+        self._set_meta("out", out)
+        self._set_meta("offset", str(self.offset))
+        self.db.execute("COMMIT")
+
+    def scan(self, items: Iterable[tuple[str, str | None]], mark: str | None) -> ScanResult:
+        """Add the input's items to the journal: ``(key, error)`` pairs, ``error`` set for an item refused at
+        reading. Skipped when ``mark`` (a fingerprint of the input) matches the last complete scan's."""
+        if mark is not None and self.meta("input") == mark:
+            return ScanResult(0, 0, 0)
+        db = self.db
+        seen: set[str] = set()
+        added = duplicates = invalid = 0
+        index = 0
+        db.execute("BEGIN")
+        try:
+            for key, error in items:
+                if key in seen:
+                    duplicates += 1
+                    continue
+                seen.add(key)
+                if error is None:
+                    cursor = db.execute(
+                        "INSERT OR IGNORE INTO items(key, idx, state) VALUES (?, ?, ?)", (key, index, PENDING)
+                    )
+                else:
+                    invalid += 1
+                    line = orjson.dumps(
+                        {"index": index, "error": {"type": "InvalidRequest", "message": error, "retryable": False}}
+                    )
+                    cursor = db.execute(
+                        "INSERT OR IGNORE INTO items(key, idx, state, line) VALUES (?, ?, ?, ?)",
+                        (key, index, FAILED, line),
+                    )
+                added += cursor.rowcount
+                index += 1
+            if mark is not None:
+                self._set_meta("input", mark)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return ScanResult(added, duplicates, invalid)
+
+    def recover(self) -> int:
+        """After a crash: adopt the complete result lines written after the committed offset (their keys become
+        done), cut what follows (a partial line, the failure tail of an earlier run), then turn uploads left in
+        flight into unknown outcomes. Returns how many lines were adopted."""
+        out = self._require_out()
+        out.seek(self.offset)
+        rest = out.read()
+        adopted: list[str] = []
+        seen: set[str] = set()
+        keep = 0
+        db = self.db
+        for raw in _complete_lines(rest):
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                break
+            if not isinstance(obj, dict) or "error" in obj or not isinstance(obj.get("key"), str):
+                break  # the failure tail (regenerated at the end of a complete run) or foreign bytes
+            row = db.execute("SELECT state FROM items WHERE key = ?", (obj["key"],)).fetchone()
+            if row is None or row[0] == DONE or obj["key"] in seen:
+                break  # not this job's, or already has its line: cut here (never two lines for one key)
+            adopted.append(obj["key"])
+            seen.add(obj["key"])
+            keep += len(raw)
+        new_offset = self.offset + keep
+        if new_offset != self.offset + len(rest):
+            out.truncate(new_offset)
+            os.fsync(out.fileno())
+        db.execute("BEGIN")
+        db.executemany("UPDATE items SET state = ?, line = NULL WHERE key = ?", ((DONE, k) for k in adopted))
+        self._set_meta("offset", str(new_offset))
+        db.execute("COMMIT")
+        self.offset = new_offset
+        out.seek(new_offset)
+        self.resolve_inflight()
+        return len(adopted)
+
+    def resolve_inflight(self) -> int:
+        """Uploads marked in flight without a result: their outcome is unknown (never resent unless asked)."""
+        cursor = self.db.execute("UPDATE items SET state = ?, line = NULL WHERE state = ?", (UNKNOWN, INFLIGHT))
+        return cursor.rowcount
+
+    def todo(self, after: int, limit: int, retry_failed: bool, reupload_unknown: bool) -> list[tuple[int, str, int]]:
+        """The next ``limit`` items to do, in input order, after rowid ``after``: ``(rowid, key, index)``."""
+        states = "state = 'pending'"
+        if retry_failed:
+            states += " OR (state = 'failed' AND retryable = 1)"
+        if reupload_unknown:
+            states += " OR state = 'unknown'"
+        rows = self.db.execute(
+            f"SELECT rowid, key, idx FROM items WHERE rowid > ? AND ({states}) ORDER BY rowid LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+
+    def count_todo(self, retry_failed: bool, reupload_unknown: bool) -> int:
+        states = "state = 'pending'"
+        if retry_failed:
+            states += " OR (state = 'failed' AND retryable = 1)"
+        if reupload_unknown:
+            states += " OR state = 'unknown'"
+        return int(self.db.execute(f"SELECT count(*) FROM items WHERE {states}").fetchone()[0])
+
+    def mark_inflight(self, key: str) -> None:
+        """Commit that ``key`` is about to be sent (uploads: before the request leaves)."""
+        self.db.execute("UPDATE items SET state = ? WHERE key = ?", (INFLIGHT, key))
+
+    def commit(self, results: list[WorkResult]) -> None:
+        """Write the successes' lines, flush and fsync the output, then commit every result's new state and the
+        output's new offset in one transaction. A crash between the two leaves lines that :meth:`recover`
+        adopts; a crash during the write leaves a partial line that it cuts."""
+        out = self._require_out()
+        lines = [orjson.dumps({"key": r.key, **r.line}) + b"\n" for r in results if r.ok]
+        if lines:
+            out.write(b"".join(lines))
+            os.fsync(out.fileno())
+            self.offset = out.tell()
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            done = [(r.key,) for r in results if r.ok]
+            if done:
+                db.executemany("UPDATE items SET state = 'done', line = NULL WHERE key = ?", done)
+            failed = [
+                (UNKNOWN if r.unknown else FAILED, int(r.retryable), orjson.dumps(r.line), r.key)
+                for r in results
+                if not r.ok
+            ]
+            if failed:
+                db.executemany("UPDATE items SET state = ?, retryable = ?, line = ? WHERE key = ?", failed)
+            self._set_meta("offset", str(self.offset))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def write_tail(self) -> int:
+        """When no item is pending or in flight: write the lines of failed and unknown items after the committed
+        offset (replacing an earlier tail), so the output holds exactly one line per item. Not committed as
+        part of the offset: the next run cuts it and writes it anew. Returns the lines written (-1: not complete)."""
+        out = self._require_out()
+        db = self.db
+        left = db.execute("SELECT count(*) FROM items WHERE state IN (?, ?)", (PENDING, INFLIGHT)).fetchone()[0]
+        if left:
+            return -1
+        out.seek(self.offset)
+        out.truncate(self.offset)
+        written = 0
+        buffer: list[bytes] = []
+        for key, idx, state, line in db.execute(
+            "SELECT key, idx, state, line FROM items WHERE state IN (?, ?) ORDER BY rowid", (FAILED, UNKNOWN)
+        ):
+            if line is not None:
+                body = orjson.loads(line)
+            else:
+                body = {"index": idx, "error": {"type": "OutcomeUnknown", "message": UNKNOWN_MESSAGE}}
+            if state == UNKNOWN:
+                body["error"]["retryable"] = False
+                body["error"]["outcome"] = "unknown"
+            buffer.append(orjson.dumps({"key": key, **body}) + b"\n")
+            written += 1
+            if len(buffer) >= 1024:
+                out.write(b"".join(buffer))
+                buffer.clear()
+        if buffer:
+            out.write(b"".join(buffer))
+        os.fsync(out.fileno())
+        return written
+
+    def status(self) -> IngestStatus:
+        db = self.db
+        counts = dict.fromkeys((PENDING, INFLIGHT, DONE, FAILED, UNKNOWN), 0)
+        for state, n in db.execute("SELECT state, count(*) FROM items GROUP BY state"):
+            counts[str(state)] = int(n)
+        retryable = db.execute("SELECT count(*) FROM items WHERE state = ? AND retryable = 1", (FAILED,)).fetchone()[0]
+        unknown_keys = tuple(
+            str(r[0])
+            for r in db.execute("SELECT key FROM items WHERE state IN (?, ?) ORDER BY rowid", (UNKNOWN, INFLIGHT))
+        )
+        return IngestStatus(
+            op=self.meta("op") or "",
+            total=sum(counts.values()),
+            done=counts[DONE],
+            failed=counts[FAILED],
+            retryable=int(retryable),
+            pending=counts[PENDING],
+            # in flight in the journal = a run is going on, or one was killed: unknown until resolved
+            unknown=counts[UNKNOWN] + counts[INFLIGHT],
+            unknown_keys=unknown_keys,
+        )
+
+    def _require_out(self) -> IO[bytes]:
+        if self._out is None:
+            raise RuntimeError("the output is not open")
+        return self._out
+
+
+def _complete_lines(data: bytes) -> Iterator[bytes]:
+    """The newline-terminated lines of ``data`` (with their newline); a last partial line is left out."""
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        yield data[start : end + 1]
+        start = end + 1
+
+
+def _fsync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

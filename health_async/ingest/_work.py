@@ -1,0 +1,139 @@
+"""One unit of ingest work, shared by every engine: :class:`WorkItem` in, :class:`WorkResult` out.
+
+:func:`process` does one item with one :class:`~health_async.HealthClient` and never raises for a per-item
+failure: the failure becomes the item's result, classified as *retryable* (worth ``--retry-failed``: transport
+errors, 5XX, 429) or not (404, bad input), and, for uploads, as *outcome unknown* (the request may have reached
+the service: a timeout or reset after sending, a 5XX without a definite answer). Cancellation, a closed client
+and bugs are raised.
+
+Everything here is picklable and free of module-level ``ray`` imports: the Ray engine sends :class:`JobSpec`
+and :class:`WorkItem` to its actors and calls :func:`process` there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from .._config import NOT_GIVEN, NotGiven
+from .._convert import unstructure
+from ..errors import (
+    ApiError,
+    ClientClosedError,
+    HealthError,
+    InvalidRequest,
+    OutcomeUnknown,
+    RateLimitError,
+    ServerError,
+    TransportError,
+)
+
+if TYPE_CHECKING:
+    from .._client import HealthClient
+
+__all__ = ["JobSpec", "WorkItem", "WorkResult", "error_line", "is_retryable", "process"]
+
+
+@attrs.frozen
+class WorkItem:
+    """One input item of a job."""
+
+    #: Unique key of the item in the job: the document id (describe) or the absolute file path (upload).
+    key: str
+    #: Position of the item in the input (0-based; blank lines, comments and repeated keys are not counted).
+    index: int
+
+
+@attrs.frozen
+class WorkResult:
+    """What became of one item."""
+
+    key: str
+    #: The JSON-ready output line for this item, without ``"key"`` (the writer adds it).
+    line: dict[str, Any]
+    ok: bool
+    #: For failures: worth ``--retry-failed`` (transport errors, 5XX, 429) or not (404, bad input).
+    retryable: bool
+    #: For uploads: the outcome is unknown (the request may have reached the service).
+    unknown: bool = False
+
+
+@attrs.frozen
+class JobSpec:
+    """What every engine needs to do the work; picklable (the Ray engine sends it to its actors)."""
+
+    op: Literal["describe", "upload"]
+    concurrency: int
+    #: Upload processing tasks (``smart``, ``pii``, ``classification``).
+    tasks: tuple[str, ...] = ("smart",)
+    #: After an upload, wait for its processing result (``client.documents.wait_for_result``).
+    wait: bool = False
+    #: The OID sent as ``X-Pt-Id``; ``None``: the client's default.
+    user_id: str | None = None
+
+
+def error_json(error: BaseException) -> dict[str, Any]:
+    """An error as JSON: type, message and, for API errors, the status (never the body)."""
+    from .._cli._output import error_json as _error_json
+
+    return _error_json(error)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Whether trying the item again later may succeed: transport errors, 5XX and 429; not 404 or bad input."""
+    return isinstance(error, TransportError | ServerError | RateLimitError)
+
+
+def _is_unknown(error: BaseException) -> bool:
+    # an upload that may have reached the service: never resent blindly
+    if isinstance(error, OutcomeUnknown):
+        return True
+    if isinstance(error, TransportError):
+        return error.sent
+    return isinstance(error, ServerError)
+
+
+def error_line(index: int, error: BaseException, *, retryable: bool) -> dict[str, Any]:
+    """The output line (without ``key``) of a failed item."""
+    return {"index": index, "error": {**error_json(error), "retryable": retryable}}
+
+
+async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkResult:
+    """Do one item with ``client``; a per-item failure becomes the result (never raised).
+
+    Raises only cancellation, :class:`~health_async.errors.ClientClosedError` (the run cannot go on) and bugs.
+    """
+    user: str | NotGiven = NOT_GIVEN if spec.user_id is None else spec.user_id
+    try:
+        if spec.op == "describe":
+            doc = await client.documents.describe(item.key, user_id=user)
+            # in the try: a malformed smart report (parsed on first access) fails this item alone
+            return WorkResult(item.key, {"index": item.index, "document": unstructure(doc)}, ok=True, retryable=False)
+        result = await client.documents.upload(item.key, tasks=spec.tasks, user_id=user)
+    except ClientClosedError:
+        raise
+    except HealthError as exc:
+        return _failure(spec, item, exc)
+    except (ValueError, TypeError, OSError) as exc:  # bad input found before sending (missing, unreadable file)
+        return _failure(spec, item, InvalidRequest(str(exc)))
+    line: dict[str, Any] = {"index": item.index, "upload": unstructure(result)}
+    if spec.wait:
+        try:
+            processing = await client.documents.wait_for_result(result.document_id, user_id=user)
+            line["processing"] = unstructure(processing)
+        except ClientClosedError:
+            raise
+        except HealthError as exc:
+            # uploaded (the id is in the line), processing failed or timed out: a failure, never re-uploaded
+            failed = error_line(item.index, exc, retryable=False)
+            return WorkResult(item.key, {**line, **failed}, ok=False, retryable=False)
+    return WorkResult(item.key, line, ok=True, retryable=False)
+
+
+def _failure(spec: JobSpec, item: WorkItem, exc: HealthError) -> WorkResult:
+    if spec.op == "upload" and _is_unknown(exc):
+        line = error_line(item.index, exc, retryable=False)
+        return WorkResult(item.key, line, ok=False, retryable=False, unknown=True)
+    retryable = is_retryable(exc) and not (isinstance(exc, ApiError) and exc.status == 404)
+    return WorkResult(item.key, error_line(item.index, exc, retryable=retryable), ok=False, retryable=retryable)
