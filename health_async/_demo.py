@@ -20,6 +20,8 @@ from ._auth import ClientCredentials
 from ._client import HealthClient
 from ._retry import RetryPolicy
 from .errors import AbhaError, DocumentNotFound, HealthError
+from .models import FlowStep
+from .resources._polling import PollPolicy
 
 __all__ = ["DemoSummary", "run_demo"]
 
@@ -59,7 +61,7 @@ async def run_demo(
     *, documents: int = 3000, concurrency: int = 64, out: IO[str] | None = None, progress: bool | None = None
 ) -> DemoSummary:
     """Run the demo; returns its :class:`DemoSummary` (also printed to ``out``, stdout by default)."""
-    from .cli import Progress
+    from ._cli._output import Progress
     from .testing import FakeHealthServer, Fault
 
     printer = _Printer(out or sys.stdout)
@@ -114,7 +116,7 @@ async def run_demo(
 
             async def aadhaar(number: str, encrypt: bool) -> str:
                 init = await client.abha.aadhaar_init(number, encrypt=encrypt)
-                return f"{mask_aadhaar(number)} -> txn_id={init.txn_id}"
+                return f"{mask_aadhaar(number)} -> OTP sent ({init.hint})"  # the txn id is a secret: not shown
 
             async def profile() -> str:
                 prof = await client.profiles.get(user)
@@ -127,7 +129,29 @@ async def run_demo(
                     count += len(page.items)
                 return f"{count} documents in {pages} pages"
 
+            async def lifecycle() -> str:
+                # upload, wait for the service to read it (the fake finishes after one poll; polled fast here),
+                # then read what it extracted, correct the type, and delete it
+                server.records.configure(polls=1)
+                fast = PollPolicy(first_poll=0.05, max_poll=0.2)
+                up = await client.documents.upload(SAMPLE_PDF, filename="cbc.pdf", wait=True, poll=fast)
+                assert up.processing is not None
+                tests = up.processing.tests
+                shown = ", ".join(f"{t.name} {t.value} {t.unit or ''}".strip() for t in tests[:3])
+                await client.documents.update(up.document_id, document_type="lr", tags={"cbc", "demo"})
+                await client.documents.delete(up.document_id)
+                status = up.processing.status.name
+                return f"{up.route} upload -> {status}: {len(tests)} tests ({shown}, ...) -> updated, deleted"
+
+            async def large_scan() -> str:
+                scan = SAMPLE_PDF + b"%" * (11 * 1024 * 1024)  # over the direct route's 10 MB: presigned
+                up = await client.documents.upload(scan, filename="scan.pdf")
+                await client.documents.describe(up.document_id)
+                return f"11 MB PDF -> {up.route} route, stored and described"
+
             printer.line("operations:")
+            await step("upload -> wait -> extracted tests", lifecycle)
+            await step("large PDF (presigned upload)", large_scan)
             await step("describe a document", describe)
             await step("describe a missing document", describe_missing, expect=DocumentNotFound)
             await step("profile", profile)
@@ -137,6 +161,23 @@ async def run_demo(
             await step("aadhaar init", lambda: aadhaar(valid, False))
             await step("aadhaar init (JWE-encrypted)", lambda: aadhaar(valid, True))
             await step("aadhaar init, refused upstream", lambda: aadhaar(failing, False), expect=AbhaError)
+
+            async def abha_register_and_login() -> str:
+                # The guided flows, end to end; the OTPs are read from the in-process fake (what the SMS carried).
+                number = server.data.valid_aadhaar[0]
+                reg = await client.abha.register_with_aadhaar(number)
+                otp = server.abha.last_otp(reg.to_state()["txn_id"])
+                await reg.verify_otp(otp, mobile=server.abha.linked_mobile(number))
+                if reg.next_step is FlowStep.SELECT_ACCOUNT:  # this Aadhaar already holds an ABHA: log into it
+                    account = await reg.choose(reg.accounts[0].abha_address)
+                else:
+                    free = await reg.suggest_addresses()
+                    account = await reg.create(free[0] if free else "demo.patient1")
+                login = await client.abha.login("phr_address", account.abha_address or "")
+                await login.verify_otp(server.abha.last_otp(login.to_state()["txn_id"]))
+                return f"{mask_aadhaar(number)} -> {account!r}, then login -> {login.next_step.name}"
+
+            await step("abha register (Aadhaar OTP) + login", abha_register_and_login)
 
             async def with_credentials() -> str:
                 creds = ClientCredentials(server.client_id, server.client_secret)

@@ -9,103 +9,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
-
-import orjson
 
 from . import _constants as C
 from ._aadhaar import mask_aadhaar
+from ._bulk import BulkStream
+from ._cli import abha as _abha_cli
+from ._cli import ingest as _ingest_cli
+from ._cli import patients as _patients_cli
+from ._cli import records as _records_cli
+from ._cli._output import (
+    BadLine,
+    Command,
+    InputError,
+    Progress,
+    Tally,
+    drain,
+    emit,
+    error_json,
+    open_input,
+    read_ids,
+)
 from ._client import HealthClient
-from ._convert import unstructure
 from ._version import __version__
-from .errors import ApiError, HealthError
-from .models import DescribeResult, UploadOutcome
+from .errors import HealthError, InvalidRequest
 
 __all__ = ["main"]
 
-
-# ------------------------------------------------------------------------ output helpers
-
-
-def error_json(error: BaseException) -> dict[str, Any]:
-    """An error as JSON: its type, message and, for API errors, the status. Never the body."""
-    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
-    if isinstance(error, ApiError):
-        out["status"] = error.status
-    return out
-
-
-def emit(obj: Any, out: IO[str] | None = None) -> None:
-    """Write one JSON line to stdout: a model, a bulk result (with its error as JSON), or plain data."""
-    if isinstance(obj, DescribeResult):
-        obj = {"document_id": obj.document_id, **_outcome("document", obj.document, obj.error)}
-    elif isinstance(obj, UploadOutcome):
-        outcome = _outcome("document_id", obj.result.document_id if obj.result else None, obj.error)
-        obj = {"file": str(obj.source) if isinstance(obj.source, str | os.PathLike) else "<data>", **outcome}
-    else:
-        obj = unstructure(obj)
-    stream = out or sys.stdout
-    stream.write(orjson.dumps(obj).decode() + "\n")
-    stream.flush()
-
-
-def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]:
-    return {"error": error_json(error)} if error is not None else {name: unstructure(value)}
-
-
-class Progress:
-    """A one-line progress bar on stderr when it is a terminal; silent otherwise (piped, CI)."""
-
-    def __init__(self, label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.label = label
-        self.started = time.monotonic()
-        self._last = 0.0
-
-    def __call__(self, done: int, failed: int, total: int | None) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last < 0.1 and done != total:
-            return
-        self._last = now
-        rate = done / max(now - self.started, 1e-9)
-        if total:
-            width = 30
-            filled = int(width * done / total)
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-        else:
-            bar = f"{done} done"
-        self.stream.write(f"\r{self.label} {bar}  failed {failed}  {rate:,.0f}/s ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the bar's line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-# ------------------------------------------------------------------------ inputs
-
-
-def read_ids(source: str) -> Iterator[str]:
-    """Ids one per line from a file or ``-`` (stdin), blank lines and ``#`` comments skipped, read lazily."""
-    stream = sys.stdin if source == "-" else open(source, encoding="utf-8")
-    try:
-        for line in stream:
-            text = line.strip()
-            if text and not text.startswith("#"):
-                yield text
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
-
+_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli)
 
 # ------------------------------------------------------------------------ commands
 
@@ -117,8 +50,10 @@ def make_client(args: argparse.Namespace) -> HealthClient:
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
-    if getattr(args, "timeout", None) is not None:
-        overrides["timeout"] = args.timeout
+    for name in ("timeout", "rate_limit", "max_connections"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
     if getattr(args, "insecure_http", False):
         overrides["allow_insecure_http"] = True
     return HealthClient.from_env(**overrides)
@@ -130,27 +65,37 @@ async def cmd_describe(client: HealthClient, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _emit_results(label: str, quiet: bool, results: Callable[[Progress], AsyncIterator[Any]]) -> int:
-    """Write one JSON line per bulk result (its ``error`` as JSON when it failed); 1 if any failed."""
+async def _emit_results(
+    label: str,
+    quiet: bool,
+    results: Callable[[Progress], BulkStream[Any]],
+    *,
+    tally: Tally | None = None,
+) -> int:
+    """Write one JSON line per bulk result (its ``error`` as JSON when it failed), then the summary; 1 if any
+    failed (see :func:`~health_async._cli._output.drain`)."""
     progress = Progress(label, enabled=False if quiet else None)
-    failed = 0
-    try:
-        async for r in results(progress):
-            failed += r.error is not None
-            emit(r)
-    finally:
-        progress.close()
-    return 1 if failed else 0
+    return await drain(results(progress), tally or Tally(label), progress)
 
 
 async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> int:
-    def results(progress: Progress) -> AsyncIterator[Any]:
-        ids = read_ids(args.ids)
+    source = open_input(args.ids)  # a missing or unreadable file: one line on stderr, exit 2, before any work
+    tally = Tally("describe")
+
+    def ids() -> Iterator[str]:
+        for item in read_ids(source):
+            if isinstance(item, BadLine):  # fails alone, with its own line; the batch goes on
+                tally.add(InvalidRequest(item.reason))
+                emit(item)
+            else:
+                yield item
+
+    def results(progress: Progress) -> BulkStream[Any]:
         return client.documents.describe_many(
-            ids, concurrency=args.concurrency, ordered=args.ordered, progress=progress
+            ids(), concurrency=args.concurrency, ordered=args.ordered, progress=progress
         )
 
-    return await _emit_results("describe", args.quiet, results)
+    return await _emit_results("describe", args.quiet, results, tally=tally)
 
 
 async def cmd_list(client: HealthClient, args: argparse.Namespace) -> int:
@@ -160,7 +105,10 @@ async def cmd_list(client: HealthClient, args: argparse.Namespace) -> int:
 
 
 async def cmd_upload(client: HealthClient, args: argparse.Namespace) -> int:
-    def results(progress: Progress) -> AsyncIterator[Any]:
+    if args.wait:  # wait for each file's processing; the extracted tests as a table per file
+        return await _records_cli.run_uploads(client, list(args.files), args, label="upload", table=True)
+
+    def results(progress: Progress) -> BulkStream[Any]:
         return client.documents.upload_many(
             args.files,
             tasks=args.task or ["smart"],
@@ -193,7 +141,10 @@ async def cmd_aadhaar_init(client: HealthClient, args: argparse.Namespace) -> in
     return 0
 
 
-COMMANDS: dict[str, Callable[[HealthClient, argparse.Namespace], Awaitable[int]]] = {
+#: Commands that build their own client(s) (``ingest``): ``run`` passes them ``None``.
+_NO_CLIENT: set[str] = set()
+
+COMMANDS: dict[str, Command] = {
     "describe": cmd_describe,
     "describe-many": cmd_describe_many,
     "list": cmd_list,
@@ -247,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--key-id", help=f"JWE kid (env {C.ENV_KEY_ID}); the key itself only from {C.ENV_ENCRYPTION_KEY}"
     )
-    group.add_argument("--timeout", type=float, help="seconds per request (default 30)")
+    group.add_argument("--timeout", type=float, help="seconds per call, retries included (default 30)")
+    group.add_argument("--rate-limit", type=float, metavar="R", help="at most R requests per second (default: none)")
+    group.add_argument("--max-connections", type=int, metavar="N", help="requests in flight at once (default 100)")
     group.add_argument("--insecure-http", action="store_true", help="allow plain http:// to a non-loopback host")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -281,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encrypt", action="store_true", help=f"send JWE-encrypted (key from {C.ENV_ENCRYPTION_KEY})")
     p.add_argument("--concurrency", type=int, default=4, help="uploads in flight (default 4)")
     p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+    p.add_argument("--wait", action="store_true", help="wait for each file's processing; print its tests as a table")
+    p.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait per file (default 600)")
 
     p = sub.add_parser("profile", parents=[common], help="get an EMR user profile (JSON)")
     p.add_argument("oid", help="user id (OID)")
@@ -308,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--documents", type=int, default=3000, help="documents for the bulk describe (default 3000)")
     p.add_argument("--concurrency", type=int, default=64, help="bulk requests in flight (default 64)")
     p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+    for module in _DOMAIN_CLIS:
+        for name, command in module.add_commands(sub, common).items():
+            COMMANDS[name] = command
+            if name in module.NO_CLIENT:
+                _NO_CLIENT.add(name)
     return parser
 
 
@@ -323,6 +283,8 @@ async def run(args: argparse.Namespace) -> int:
         )
         return 0 if summary.ok else 1
     command = COMMANDS[args.command]
+    if args.command in _NO_CLIENT:
+        return int(await command(None, args))
     async with make_client(args) as client:
         return int(await command(client, args))
 
@@ -335,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
+    except InputError as exc:
+        print(f"health-async: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError) as exc:
         print(f"health-async: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,232 @@
+"""What every command shares: JSON-lines output, the progress bar, reading ids from a file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import IO, Any
+
+import attrs
+import orjson
+
+from .._bulk import BulkStream
+from .._convert import unstructure
+from ..errors import ApiError, HealthError, OutcomeUnknown, TransportError
+from ..models import DescribeResult, UploadOutcome
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "BadLine",
+    "Command",
+    "InputError",
+    "Progress",
+    "Tally",
+    "display_path",
+    "drain",
+    "emit",
+    "error_json",
+    "open_input",
+    "read_ids",
+]
+
+#: A subcommand: ``await command(client, args)`` returns the exit status (0 ok, 1 an item failed, 2 bad usage).
+Command = Callable[[Any, argparse.Namespace], Awaitable[int]]
+
+
+# ------------------------------------------------------------------------ output helpers
+
+
+def error_json(error: BaseException) -> dict[str, Any]:
+    """An error as JSON: its type, message and, for API errors, the status. Never the body."""
+    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, ApiError):
+        out["status"] = error.status
+    return out
+
+
+def emit(obj: Any, out: IO[str] | None = None) -> None:
+    """Write one JSON line to stdout: a model, a bulk result (with its error as JSON), or plain data."""
+    if isinstance(obj, DescribeResult):
+        obj = {"document_id": obj.document_id, **_outcome("document", obj.document, obj.error)}
+    elif isinstance(obj, UploadOutcome):
+        outcome = _outcome("document_id", obj.result.document_id if obj.result else None, obj.error)
+        obj = {"file": display_path(obj.source), **outcome}
+    elif isinstance(obj, BadLine):
+        obj = obj.as_json()
+    else:
+        obj = unstructure(obj)
+    stream = out or sys.stdout
+    stream.write(orjson.dumps(obj).decode() + "\n")
+    stream.flush()
+
+
+def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]:
+    return {"error": error_json(error)} if error is not None else {name: unstructure(value)}
+
+
+class Progress:
+    """A one-line progress bar on stderr when it is a terminal; silent otherwise (piped, CI)."""
+
+    def __init__(self, label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.label = label
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def __call__(self, done: int, failed: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and done != total:
+            return
+        self._last = now
+        rate = done / max(now - self.started, 1e-9)
+        if total:
+            width = 30
+            filled = int(width * done / total)
+            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        else:
+            bar = f"{done} done"
+        self.stream.write(f"\r{self.label} {bar}  failed {failed}  {rate:,.0f}/s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+#: Longer lines are not ids (the service's ids are UUIDs and OIDs): refused as a bad item, never sent.
+MAX_ID_LENGTH = 256
+
+
+class InputError(Exception):
+    """An input file that cannot be read at all (missing, a directory, no permission): exit status 2."""
+
+
+@attrs.frozen
+class BadLine:
+    """A line of an ids file that is not an id: it fails alone, with its own error line."""
+
+    line: int
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The error line written for it."""
+        return {"line": self.line, "error": {"type": "InvalidRequest", "message": f"line {self.line}: {self.reason}"}}
+
+
+def open_input(source: str) -> IO[bytes] | IO[str]:
+    """Open an input file for reading (``-``: stdin), or raise :class:`InputError` with a one-line reason that
+    does not repeat the file's name (it can be personal data; the user has it)."""
+    if source == "-":
+        return getattr(sys.stdin, "buffer", sys.stdin)
+    try:
+        return open(source, "rb")
+    except IsADirectoryError:
+        raise InputError("the input file is a directory") from None
+    except FileNotFoundError:
+        raise InputError("the input file does not exist") from None
+    except PermissionError:
+        raise InputError("the input file is not readable (permission denied)") from None
+    except OSError as exc:
+        raise InputError(f"the input file cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def read_ids(source: str | IO[bytes] | IO[str]) -> Iterator[str | BadLine]:
+    """Ids one per line from a file, an open stream or ``-`` (stdin), read lazily; ``#`` comments skipped.
+
+    A line that is not an id (empty, not UTF-8, longer than :data:`MAX_ID_LENGTH`) comes out as a
+    :class:`BadLine`, so that it fails alone and the rest of the batch still runs.
+    """
+    stream = open_input(source) if isinstance(source, str) else source
+    try:
+        lines: Iterable[bytes | str] = stream
+        for number, raw in enumerate(lines, start=1):
+            if isinstance(raw, bytes):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    yield BadLine(number, "not valid UTF-8")
+                    continue
+            else:
+                line = raw
+            text = line.strip()
+            if not text:
+                yield BadLine(number, "empty line")
+            elif text.startswith("#"):
+                continue
+            elif len(text) > MAX_ID_LENGTH:
+                yield BadLine(number, f"longer than {MAX_ID_LENGTH} characters")
+            else:
+                yield text
+    finally:
+        if stream is not sys.stdin and stream is not getattr(sys.stdin, "buffer", None):
+            stream.close()
+
+
+def display_path(value: object) -> str:
+    """A path for output lines: undecodable bytes of a file name shown as escapes instead of breaking JSON."""
+    text = os.fspath(value) if isinstance(value, str | os.PathLike) else "<data>"
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "backslashreplace")
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class Tally:
+    """Counts for the summary line on stderr: done, failed, and sent with an unknown outcome."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.done = self.failed = self.unknown = 0
+
+    def add(self, error: BaseException | None) -> None:
+        """Count one finished item."""
+        if error is None:
+            self.done += 1
+        elif isinstance(error, OutcomeUnknown) or (isinstance(error, TransportError) and error.sent):
+            self.unknown += 1
+        else:
+            self.failed += 1
+
+    def summary(self, *, interrupted: bool = False, stream: IO[str] | None = None) -> None:
+        """Write the summary line to stderr."""
+        out = stream or sys.stderr
+        state = "interrupted" if interrupted else "finished"
+        unknown = f", {self.unknown} sent with an unknown outcome" if self.unknown else ""
+        out.write(f"{self.label} {state}: {self.done} done, {self.failed} failed{unknown}\n")
+        out.flush()
+
+
+async def drain(
+    stream: BulkStream[Any], tally: Tally, progress: Progress, write: Callable[[Any], None] | None = None
+) -> int:
+    """Write every result of a bulk ``stream`` (``write``, default :func:`emit`), counting it in ``tally``.
+
+    At the end, and when interrupted (Ctrl-C), a summary on stderr: done, failed, and sent with an unknown outcome.
+    Results that finished after an interruption (uploads already sent: ``BulkStream.left_behind``) are written too,
+    so every upload the service saw is on stdout. Returns the exit status: 1 if any item failed, else 0.
+    """
+    write = write or emit
+    interrupted = True
+    try:
+        async with stream:
+            async for result in stream:
+                tally.add(result.error)
+                write(result)
+        interrupted = False
+    finally:
+        for result in stream.left_behind:
+            tally.add(result.error)
+            write(result)
+        progress.close()
+        tally.summary(interrupted=interrupted)
+    return 1 if tally.failed or tally.unknown else 0

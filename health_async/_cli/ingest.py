@@ -1,0 +1,185 @@
+"""``health-async ingest``: resumable describe and upload jobs with a journal, and their status.
+
+::
+
+    health-async ingest describe IDS_FILE --out docs.jsonl [--journal ingest.db] [--concurrency 64] [--rate-limit R]
+    health-async ingest upload DIR_OR_LIST --out uploads.jsonl [--journal ...] [--wait] [--tasks smart]
+    health-async ingest ... --engine ray [--ray-address auto] [--workers N]
+    health-async ingest status --journal ingest.db
+
+The job builds its own client(s) (from the connection flags and the environment), so ``ingest`` is in
+:data:`NO_CLIENT`. Exit status: 0 when every item is done, 1 when any failed or is of unknown outcome, 2 for a
+bad input or journal (one line on stderr), 130 on Ctrl-C (after the results received are committed; run the same
+command again to resume). A summary goes to stderr at the end and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+from ._output import Command
+
+if TYPE_CHECKING:
+    from .._client import HealthClient
+    from .._limits import SharedLimiter
+
+__all__ = ["NO_CLIENT", "EnvClientFactory", "add_commands"]
+
+#: Commands of this module that run without a HealthClient built by ``cli.run`` (they get ``None``).
+NO_CLIENT: frozenset[str] = frozenset({"ingest"})
+
+_CONNECTION_FLAGS = ("base_url", "token", "client_id", "user_id", "key_id", "timeout")
+
+
+class EnvClientFactory:
+    """A picklable client factory: ``HealthClient.from_env(**overrides, limiter=limiter)`` where it is called
+    (in this process, or in each Ray actor, whose environment then supplies the credentials). The repr shows no
+    setting: a token given as a flag is among them."""
+
+    def __init__(self, **overrides: Any) -> None:
+        self._overrides = overrides
+
+    def __repr__(self) -> str:
+        return "EnvClientFactory()"
+
+    def __call__(self, limiter: SharedLimiter | None) -> HealthClient:
+        from .._client import HealthClient
+
+        return HealthClient.from_env(**self._overrides, limiter=limiter)
+
+
+def _factory(args: argparse.Namespace) -> EnvClientFactory:
+    overrides: dict[str, Any] = {}
+    for name in _CONNECTION_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "insecure_http", False):
+        overrides["allow_insecure_http"] = True
+    # enough connections for the workers (the client's default pool may be smaller than --concurrency);
+    # --rate-limit is the job's (one rate for every client of the run), not each client's
+    overrides["max_connections"] = getattr(args, "max_connections", None) or max(args.concurrency, 1)
+    return EnvClientFactory(**overrides)
+
+
+def _tasks(values: list[str] | None) -> tuple[str, ...]:
+    if not values:
+        return ("smart",)
+    return tuple(t.strip() for v in values for t in v.split(",") if t.strip())
+
+
+async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | None = None) -> int:  # noqa: ARG001
+    """Run ``ingest describe|upload|status``."""
+    from ..ingest import IngestJob
+
+    stream = err or sys.stderr
+    if args.ingest_command == "status":
+        status = await IngestJob.status(args.journal)
+        if args.json:
+            data = {
+                "op": status.op,
+                "total": status.total,
+                "done": status.done,
+                "failed": status.failed,
+                "retryable": status.retryable,
+                "pending": status.pending,
+                "unknown_outcome": status.unknown,
+                "unknown_keys": list(status.unknown_keys),
+            }
+            sys.stdout.write(orjson.dumps(data).decode() + "\n")
+        else:
+            out = sys.stdout
+            out.write(f"{status.op or 'ingest'}: {status.total} items\n")
+            out.write(f"done {status.done}\n")
+            out.write(f"failed {status.failed} ({status.retryable} retryable: --retry-failed)\n")
+            out.write(f"pending {status.pending}\n")
+            out.write(f"unknown outcome {status.unknown}" + (" (--reupload-unknown)\n" if status.unknown else "\n"))
+            for key in status.unknown_keys:
+                out.write(f"  {key}\n")
+        sys.stdout.flush()
+        return 0 if status.pending == 0 and status.failed == 0 and status.unknown == 0 else 1
+
+    options: dict[str, Any] = {
+        "out": args.out,
+        "journal": args.journal,
+        "client_factory": _factory(args),
+        "engine": args.engine,
+        "concurrency": args.concurrency,
+        "rate_limit": getattr(args, "rate_limit", None),
+        "user_id": args.user_id,
+        "retry_failed": args.retry_failed,
+        "progress": False if args.quiet else None,
+        "ray_address": args.ray_address,
+        "workers": args.workers,
+    }
+    if args.ingest_command == "upload":
+        options.update(tasks=_tasks(args.tasks), wait=args.wait, reupload_unknown=args.reupload_unknown)
+        job = IngestJob.upload(args.source, **options)
+    else:
+        job = IngestJob.describe(args.source, **options)
+    try:
+        summary = await job.run()
+    except asyncio.CancelledError:
+        if job.summary is not None:
+            stream.write(f"ingest {job.op}: {job.summary.text()}\n")
+            stream.flush()
+        raise
+    stream.write(f"ingest {job.op}: {summary.text()}\n")
+    stream.flush()
+    return 0 if summary.ok else 1
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
+    """Add ``ingest`` and its subcommands to ``sub``; return the handler by command name."""
+    p = sub.add_parser(
+        "ingest",
+        help="resumable bulk describe/upload with a crash-safe journal",
+        description="Describe many ids or upload many files with a SQLite journal: kill it at any moment and run "
+        "the same command again to resume; the output ends with exactly one JSON line per input item.",
+    )
+    isub = p.add_subparsers(dest="ingest_command", required=True, metavar="SUBCOMMAND")
+
+    run = argparse.ArgumentParser(add_help=False)
+    run.add_argument("--out", required=True, help="JSON Lines output file (appended to across resumed runs)")
+    run.add_argument("--journal", help="SQLite journal file (default: OUT.ingest.db)")
+    if "--rate-limit" not in {flag for action in common._actions for flag in action.option_strings}:
+        run.add_argument("--rate-limit", type=float, metavar="R", help="requests per second for the whole job")
+    run.add_argument("--retry-failed", action="store_true", help="redo failed items whose error is retryable")
+    run.add_argument("--engine", choices=("local", "ray"), default="local", help="where the work runs")
+    run.add_argument("--ray-address", help="Ray cluster address (e.g. auto); default: a local Ray")
+    run.add_argument("--workers", type=int, default=2, help="Ray actors (default 2)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+
+    d = isub.add_parser(
+        "describe",
+        parents=[common, run],
+        help="describe every id of a file",
+        description="Describe every document id of IDS_FILE (one per line; blank lines and # comments skipped).",
+    )
+    d.add_argument("source", metavar="IDS_FILE", help="file of document ids, one per line")
+    d.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
+
+    u = isub.add_parser(
+        "upload",
+        parents=[common, run],
+        help="upload every file of a directory or a list",
+        description="Upload every file under DIR (recursively, sorted) or every path listed in a file. An upload "
+        "interrupted in flight is of unknown outcome: never sent again unless --reupload-unknown.",
+    )
+    u.add_argument("source", metavar="DIR_OR_LIST", help="a directory, or a file listing paths one per line")
+    u.add_argument("--concurrency", type=int, default=8, help="uploads in flight (default 8)")
+    u.add_argument("--tasks", action="append", metavar="TASK", help="smart (default), pii, classification")
+    u.add_argument("--wait", action="store_true", help="wait for each document's processing result")
+    u.add_argument(
+        "--reupload-unknown", action="store_true", help="send again uploads whose outcome is unknown (may duplicate)"
+    )
+
+    s = isub.add_parser("status", help="done / failed / pending / unknown outcome of a journal")
+    s.add_argument("--journal", required=True, help="the job's journal file")
+    s.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    return {"ingest": cmd_ingest}
