@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
+import threading
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -16,6 +18,7 @@ from aioresponses import aioresponses
 from hypothesis import settings
 
 from health_async import RetryPolicy
+from health_async.testing import FakeHealthServer
 
 BASE = "https://api.test.example"
 
@@ -81,6 +84,36 @@ async def serve() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Aw
     yield start
     for runner in runners:
         await runner.cleanup()
+
+
+class ServerThread:
+    """A FakeHealthServer on its own event loop in a thread, so the CLI's ``asyncio.run`` can be tested as is."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.server: FakeHealthServer | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = FakeHealthServer(**self.kwargs)
+        self.loop.run_until_complete(self.server.start())
+        self.ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self.server.close())
+        self.loop.close()
+
+    def __enter__(self) -> FakeHealthServer:
+        self.thread.start()
+        assert self.ready.wait(10)
+        assert self.server is not None
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
 
 
 pytest_plugins = ["pytester"]

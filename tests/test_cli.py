@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,35 +14,7 @@ import pytest
 from health_async import cli
 from health_async.testing import FakeHealthServer
 
-
-class ServerThread:
-    """A FakeHealthServer on its own event loop in a thread, so the CLI's ``asyncio.run`` can be tested as is."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.kwargs = kwargs
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self.server: FakeHealthServer | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.server = FakeHealthServer(**self.kwargs)
-        self.loop.run_until_complete(self.server.start())
-        self.ready.set()
-        self.loop.run_forever()
-        self.loop.run_until_complete(self.server.close())
-        self.loop.close()
-
-    def __enter__(self) -> FakeHealthServer:
-        self.thread.start()
-        assert self.ready.wait(10)
-        assert self.server is not None
-        return self.server
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
+from .conftest import ServerThread
 
 
 @pytest.fixture
@@ -101,11 +72,15 @@ def test_describe_many_from_a_file(
     path = tmp_path / "ids.txt"
     path.write_text("\n".join([*ids, "", "# a comment", "missing-doc"]) + "\n")
     code, lines, err = run(capsys, "describe-many", str(path), "--ordered")
-    assert code == 1  # one id failed
-    assert [line["document_id"] for line in lines] == [*ids, "missing-doc"]
-    assert all("document" in line for line in lines[:10])
-    assert lines[-1]["error"]["type"] == "DocumentNotFound" and lines[-1]["error"]["status"] == 404
-    assert err == ""  # no progress bar when stderr is not a terminal
+    assert code == 1  # one id failed, and the empty line is a bad item of its own
+    bad = [line for line in lines if "line" in line]
+    assert bad == [{"line": 11, "error": {"type": "InvalidRequest", "message": "line 11: empty line"}}]
+    described = [line for line in lines if "document_id" in line]
+    assert [line["document_id"] for line in described] == [*ids, "missing-doc"]
+    assert all("document" in line for line in described[:10])
+    assert described[-1]["error"]["type"] == "DocumentNotFound" and described[-1]["error"]["status"] == 404
+    # no progress bar when stderr is not a terminal; the summary only
+    assert err == "describe finished: 10 done, 2 failed\n"
 
 
 def test_describe_many_from_stdin(
@@ -153,7 +128,7 @@ def test_aadhaar_init_masks_the_number_everywhere(server: FakeHealthServer, caps
     assert code == 0 and lines[0]["txn_id"]
     failing = next(iter(server.data.failing_aadhaar))
     code, lines, err3 = run(capsys, "aadhaar-init", failing)
-    assert code == 1 and lines[0]["error"]["type"] == "AbhaError"
+    assert code == 1 and lines[0]["error"]["type"] == "AbhaRateLimited"
     code, lines, err4 = run(capsys, "aadhaar-init", number[:-1] + str((int(number[-1]) + 1) % 10))
     assert code == 1 and lines[0]["error"]["type"] == "InvalidAadhaarNumber"
     for text in (str(lines), err, err2, err3, err4):
@@ -214,3 +189,28 @@ def test_progress_bar_on_a_terminal_and_silence_otherwise() -> None:
     bar(10, 1, 10)
     bar.close()
     assert piped.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_delete_asks_unless_yes(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user = server.data.user_ids[0]
+    doomed, kept = server.data.document_ids(user)[:2]
+    code, lines, err = run(capsys, "delete", kept)  # stdin is not a terminal: refuse rather than guess
+    assert code == 2 and lines == [] and "--yes" in err
+    monkeypatch.setattr("sys.stdin", _Terminal())
+    monkeypatch.setattr("builtins.input", lambda prompt: "no")
+    code, lines, err = run(capsys, "delete", kept)
+    assert code == 1 and lines == [] and "not deleted" in err
+    monkeypatch.setattr("builtins.input", lambda prompt: "yes")
+    code, lines, _ = run(capsys, "delete", doomed)
+    assert code == 0 and lines == [{"document_id": doomed, "deleted": True}]
+    code, lines, _ = run(capsys, "describe", kept)
+    assert code == 0
+    code, _, err = run(capsys, "delete", doomed, "--yes")  # already gone
+    assert code == 1 and "DocumentNotFound" in err

@@ -33,7 +33,7 @@ from health_async import errors as E
                 "error": "Too many requests",
                 "source_error": {"code": "ABDM-1022", "message": "x"},
             },
-            E.AbhaError,
+            E.AbhaRateLimited,  # an ABDM rate limit, answered with HTTP 500: its own type, never retried
         ),
         (
             400,
@@ -87,12 +87,23 @@ def test_body_is_never_part_of_the_message_or_repr() -> None:
     ("header", "expected"),
     [
         ("7", 7.0),
-        ("0.5", 0.5),
-        ("-3", 0.0),
+        (" 12 ", 12.0),
+        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("Wed, 21 Oct 2015 07:27:00 GMT", 0.0),  # a date in the past: no wait
+        ("Wednesday, 21-Oct-15 07:28:10 GMT", 10.0),  # obsolete RFC 850 form
+        ("Wed Oct 21 07:28:10 2015", 10.0),  # obsolete asctime form
+        # strict: anything but digits or an HTTP date is treated as absent
+        ("0.5", None),
+        ("-3", None),
+        ("+5", None),
+        ("1e3", None),
+        ("٣", None),  # a non-ASCII digit
         ("soon", None),
         ("", None),
         ("nan", None),
-        ("Wed, 21 Oct 2015 07:28:10 GMT", 10.0),
+        ("inf", None),
+        ("21 Oct 2015 07:28:10", None),  # a loose date
+        ("Wed, 21 Oct 2015 07:28:10 +0000", None),
     ],
 )
 def test_parse_retry_after(header: str, expected: float | None) -> None:

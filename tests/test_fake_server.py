@@ -112,7 +112,11 @@ async def test_upload_multipart_then_describe(server: FakeHealthServer, http: ai
         document_id = (await resp.json())["document_id"]
     async with http.get(f"{server.url}/mr/api/v1/docs/{document_id}", headers=auth(server)) as resp:
         doc = await resp.json()
-    assert doc["upload"] == {"size": 14, "sha256": hashlib.sha256(b"%PDF-1.7 hello").hexdigest()}
+    assert doc["upload"] == {
+        "size": 14,
+        "sha256": hashlib.sha256(b"%PDF-1.7 hello").hexdigest(),
+        "ends_in_error": False,
+    }
     rec = server.requests[0]
     assert (rec.route, rec.body_size, rec.query) == ("upload", 14, [("task", "smart"), ("task", "pii")])
     form = aiohttp.FormData()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
 
 import attrs
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import health_async as ha
+from health_async import _convert
 from health_async._convert import structure, structure_document, unstructure
 from health_async.models import (
     AadhaarInit,
@@ -337,3 +339,119 @@ def test_any_json_parses_or_raises_response_validation_error(body: Any) -> None:
         _ = doc.smart_report
     except ha.ResponseValidationError:
         pass
+
+
+# ----------------------------------------------------------------------------- fast path and checked path agree
+
+
+_item_values = st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=3)
+_points = st.lists(
+    st.dictionaries(st.sampled_from(["x", "y"]), st.floats(allow_nan=False) | st.integers(0, 3) | st.text(max_size=1)),
+    max_size=3,
+)
+_items = st.dictionaries(
+    st.sampled_from(_convert._ITEM_KEYS),
+    _item_values | _points | st.lists(_item_values, max_size=2),
+    max_size=10,
+)
+
+
+def _outcome(parse: Any, data: Any) -> Any:
+    try:
+        return ("ok", parse(data))
+    except _convert._Invalid as exc:
+        return ("invalid", str(exc))
+
+
+@settings(max_examples=400, deadline=None)
+@given(item=_items | st.just(ITEM_INTERFACE) | st.just(ITEM_LIVE))
+def test_report_item_fast_path_gives_what_the_checked_path_gives(item: dict[str, Any]) -> None:
+    fast, checked = _outcome(_convert._report_item, item), _outcome(_convert._report_item_checked, item)
+    assert fast == checked
+    if fast[0] == "ok":  # same types too (1 == 1.0, so equality alone would not tell)
+        assert [type(c.x) for c in fast[1].coordinates] == [float] * len(fast[1].coordinates)
+        assert [type(v) for v in attrs.astuple(fast[1], recurse=False)] == [
+            type(v) for v in attrs.astuple(checked[1], recurse=False)
+        ]
+
+
+_documents = st.dictionaries(
+    st.sampled_from(["document_id", "source", "document_date_epoch", "document_type", "dt", "tags", "files"]),
+    _item_values | st.lists(_item_values | st.dictionaries(st.sampled_from(["asset_url", "file_type"]), _item_values)),
+    max_size=7,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=_documents)
+def test_document_fast_path_gives_what_the_checked_path_gives(body: dict[str, Any]) -> None:
+    fast = _outcome(lambda d: _convert._document(d, None, "asked"), body)
+    checked = _outcome(lambda d: _convert._document_checked(d, "asked"), body)
+    assert fast == checked
+
+
+def test_live_spellings_on_the_fast_path() -> None:
+    both = {**ITEM_INTERFACE, "eka_id": "live", "unit_eka_id": "live-unit"}
+    item = structure({"verified": [both]}, SmartReport).verified[0]
+    assert (item.svc_id, item.unit_svc_id) == ("item-1", "unit-1")  # the interface's spelling wins
+    live_only = {**ITEM_INTERFACE, "svc_id": None, "unit_svc_id": None, "eka_id": "live", "unit_eka_id": "u"}
+    item = structure({"verified": [live_only]}, SmartReport).verified[0]
+    assert (item.svc_id, item.unit_svc_id) == ("live", "u")
+
+
+def test_odd_values_leave_the_fast_path_and_are_converted_or_named() -> None:
+    item = structure(
+        {"verified": [{**ITEM_LIVE, "eka_id": 42, "id": "7", "coordinates": [{"x": 1, "y": 0.5}]}]}, SmartReport
+    )
+    parsed = item.verified[0]
+    assert parsed.svc_id == "42" and parsed.id == 7
+    assert parsed.coordinates == (ha.Coordinate(1.0, 0.5),) and type(parsed.coordinates[0].x) is float
+    doc = structure_document({"document_id": 12, "dt": "lr", "tags": ["a"], "files": [{"file_type": "DOCX"}]})
+    assert doc.document_id == "12" and doc.files[0].file_type is FileType.UNKNOWN
+    for body, field in (
+        ({"verified": [{**ITEM_INTERFACE, "page_num": "two"}]}, "page_num"),
+        ({"verified": [{**ITEM_INTERFACE, "coordinates": [{"x": 0.1}]}]}, "field y"),
+        ({"verified": [{**ITEM_INTERFACE, "is_result_editable": "yes"}]}, "is_result_editable"),
+        ({"unverified": {"name": "x"}}, "unverified"),
+    ):
+        doc = structure_document({"smart_report": body})
+        with pytest.raises(ha.ResponseValidationError, match=field) as info:
+            _ = doc.smart_report
+        assert "two" not in str(info.value) and "yes" not in str(info.value)  # the field, never the value
+
+
+def test_models_built_on_the_fast_path_are_the_same_frozen_models() -> None:
+    fast = structure({"verified": [ITEM_INTERFACE]}, SmartReport).verified[0]
+    by_init = ReportItem(**attrs.asdict(_convert._report_item_checked(ITEM_INTERFACE), recurse=False))
+    assert fast == by_init and hash(fast) == hash(by_init) and repr(fast) == repr(by_init)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.value = "1"  # type: ignore[misc]
+    assert attrs.evolve(fast, value="1").value == "1"
+
+
+def test_coordinate_is_a_named_tuple_of_floats_and_unstructures_as_an_object() -> None:
+    point = ha.Coordinate(0.5, 0.25)
+    assert (point.x, point.y) == (0.5, 0.25) and tuple(point) == (0.5, 0.25)
+    assert repr(point) == "Coordinate(x=0.5, y=0.25)"
+    assert structure({"x": 1, "y": 2.5}, ha.Coordinate) == ha.Coordinate(1.0, 2.5)
+    with pytest.raises(ha.ResponseValidationError, match="field x"):
+        structure({"x": "1", "y": 2.5}, ha.Coordinate)
+    assert unstructure(point) == {"x": 0.5, "y": 0.25}
+    doc = structure_document({"smart_report": {"verified": [ITEM_INTERFACE]}})
+    out = orjson.loads(orjson.dumps(unstructure(doc)))
+    assert out["smart_report"]["verified"][0]["coordinates"] == [{"x": 0.1, "y": 0.25}, {"x": 1.0, "y": 2.0}]
+
+
+def test_document_id_fill_only_when_the_body_has_none() -> None:
+    assert structure_document({"dt": "lr"}, "asked").document_id == "asked"
+    assert structure_document({"document_id": None}, "asked").document_id is None  # as sent
+
+
+def test_the_table_of_accepted_signatures_is_bounded() -> None:
+    kinds: frozenset[type] = frozenset({str, type(None)})
+    table = _convert._Signatures((kinds,) * 12)
+    choices: tuple[type, ...] = (str, type(None))
+    for signature in itertools.islice(itertools.product(choices, repeat=12), 2000):
+        assert table.fits(signature)
+    assert len(table.accepted) == _convert._SIGNATURES_MAX
+    assert not table.fits((int,) * 12) and not table.fits((str,) * 3)

@@ -1,0 +1,468 @@
+"""health_async.ingest: resume, status, retry-failed, unknown outcome, bad inputs, the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import io
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from health_async import HealthClient, InvalidRequest, RetryPolicy, cli
+from health_async.ingest import (
+    Engine,
+    IngestJob,
+    IngestProgress,
+    JobSpec,
+    LocalEngine,
+    WorkItem,
+    WorkResult,
+)
+from health_async.testing import FakeHealthServer, Fault
+
+from .conftest import ServerThread
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def by_key(path: Path) -> dict[str, dict[str, Any]]:
+    rows = lines(path)
+    keys = [r["key"] for r in rows]
+    assert len(keys) == len(set(keys)), "an item has two lines"
+    return {r["key"]: r for r in rows}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeHealthServer]:
+    async with FakeHealthServer(documents_per_user=120) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def client(server: FakeHealthServer) -> AsyncIterator[HealthClient]:
+    async with HealthClient(
+        base_url=server.url, token=server.token, user_id=server.data.user_ids[0], retry=NO_RETRY
+    ) as c:
+        yield c
+
+
+def doc_ids(server: FakeHealthServer) -> list[str]:
+    return list(server.data.documents[server.data.user_ids[0]])
+
+
+def write_ids(tmp_path: Path, ids: list[str], name: str = "ids.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(ids) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------------------ describe and resume
+
+
+async def test_describe_writes_one_line_per_item_and_skips_blank_comment_and_repeated_lines(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:40]
+    ids_file = write_ids(tmp_path, [ids[0], "", "# a comment", *ids, ids[3], "no-such-doc"])
+    out = tmp_path / "docs.jsonl"
+    summary = await IngestJob.describe(ids_file, out=out, client=client, concurrency=8).run()
+    rows = by_key(out)
+    assert set(rows) == {*ids, "no-such-doc"}
+    assert rows[ids[0]]["index"] == 0 and rows[ids[0]]["document"]["document_id"] == ids[0]
+    assert rows["no-such-doc"]["error"]["type"] == "DocumentNotFound"
+    assert rows["no-such-doc"]["error"]["retryable"] is False
+    assert rows["no-such-doc"]["index"] == 40  # blank lines, comments and repeats are not counted
+    assert summary.duplicates == 2
+    assert (summary.status.done, summary.status.failed, summary.status.pending) == (40, 1, 0)
+    assert not summary.ok
+    assert server.calls("describe") == 41  # the repeated ids were requested once
+
+
+async def test_rerun_requests_nothing_and_keeps_the_output(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids_file = write_ids(tmp_path, doc_ids(server)[:30])
+    out = tmp_path / "docs.jsonl"
+    await IngestJob.describe(ids_file, out=out, client=client).run()
+    before = out.read_bytes()
+    summary = await IngestJob.describe(ids_file, out=out, client=client).run()
+    assert server.calls("describe") == 30
+    assert summary.processed == 0 and summary.ok
+    assert out.read_bytes() == before
+
+
+async def test_lines_written_before_a_crash_are_adopted_and_a_partial_line_is_cut(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:20]
+    ids_file = write_ids(tmp_path, ids)
+    out = tmp_path / "docs.jsonl"
+    journal = tmp_path / "j.db"
+    await IngestJob.describe(ids_file, out=out, journal=journal, client=client).run()
+    # the state a kill -9 leaves between "write + fsync the output" and "commit the journal": the journal has
+    # not recorded the last batch, whose lines are in the file; then a torn line of a batch being written
+    data = out.read_bytes()
+    first = data.index(b"\n") + 1
+    with sqlite3.connect(journal) as db:
+        db.execute("UPDATE meta SET v = ? WHERE k = 'offset'", (str(first),))
+        db.execute("UPDATE items SET state = 'pending' WHERE key != ?", (orjson.loads(data[:first])["key"],))
+    out.write_bytes(data + b'{"key":"' + ids[0].encode())
+    summary = await IngestJob.describe(ids_file, out=out, journal=journal, client=client).run()
+    assert summary.adopted == 19
+    assert server.calls("describe") == 20  # nothing requested again
+    assert set(by_key(out)) == set(ids)
+    assert out.read_bytes() == data
+
+
+async def test_cancellation_commits_what_finished_and_the_next_run_resumes(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:100]
+    ids_file = write_ids(tmp_path, ids)
+    out = tmp_path / "docs.jsonl"
+    server.inject("describe", Fault(latency=0.01))
+    job = IngestJob.describe(ids_file, out=out, client=client, concurrency=4, flush_interval=0.01)
+    task = asyncio.create_task(job.run())
+    while not out.exists() or out.stat().st_size == 0:  # noqa: ASYNC110 - the first committed batch
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert job.summary is not None and job.summary.interrupted
+    first = job.summary.status.done
+    assert 0 < first < 100 and job.summary.status.pending == 100 - first
+    assert len(lines(out)) == first  # every committed item has its line, nothing else
+    server.clear_faults()
+    summary = await IngestJob.describe(ids_file, out=out, client=client, concurrency=4).run()
+    assert summary.ok and set(by_key(out)) == set(ids)
+    # requested again: only the items in flight at the cancellation, or finished and not yet handed to the job
+    assert server.calls("describe") <= 100 + 2 * 4
+
+
+# ------------------------------------------------------------------------------------------ retry-failed
+
+
+async def test_retry_failed_redoes_only_retryable_failures_and_supersedes_their_lines(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:20]
+    ids_file = write_ids(tmp_path, [*ids, "gone"])
+    out = tmp_path / "docs.jsonl"
+    server.inject("describe", Fault(status=503, times=5))
+    summary = await IngestJob.describe(ids_file, out=out, client=client, concurrency=1).run()
+    assert (summary.status.failed, summary.status.retryable) == (6, 5)
+    rows = by_key(out)
+    assert len(rows) == 21 and sum("error" in r for r in rows.values()) == 6
+    # a plain rerun does not retry them
+    await IngestJob.describe(ids_file, out=out, client=client).run()
+    assert server.calls("describe") == 21
+    summary = await IngestJob.describe(ids_file, out=out, client=client, retry_failed=True).run()
+    assert server.calls("describe") == 26  # the 5 retryable ones; not the 404, not the done ones
+    assert (summary.status.done, summary.status.failed) == (20, 1)
+    rows = by_key(out)
+    assert len(rows) == 21
+    assert [k for k, r in rows.items() if "error" in r] == ["gone"]
+
+
+# ------------------------------------------------------------------------------------------ uploads
+
+
+def make_files(tmp_path: Path, n: int) -> Path:
+    folder = tmp_path / "files"
+    folder.mkdir()
+    for i in range(n):
+        (folder / f"f{i:03d}.txt").write_text(f"report {i}\n")
+    return folder
+
+
+def uploaded_hashes(server: FakeHealthServer) -> list[str]:
+    docs = server.data.documents[server.data.user_ids[0]].values()
+    return [h for d in docs if (h := orjson.loads(d).get("upload", {}).get("sha256"))]
+
+
+async def test_upload_of_unknown_outcome_is_listed_never_resent_unless_asked(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    folder = make_files(tmp_path, 6)
+    out = tmp_path / "up.jsonl"
+    journal = tmp_path / "up.db"
+    server.inject("upload", Fault(status=502, times=1))  # a gateway error: the upload may have been made
+    summary = await IngestJob.upload(folder, out=out, journal=journal, client=client, concurrency=1).run()
+    assert (summary.status.done, summary.status.unknown) == (5, 1)
+    status = await IngestJob.status(journal)
+    assert status.unknown_keys == (str(folder / "f000.txt"),)
+    rows = by_key(out)
+    assert len(rows) == 6
+    assert rows[str(folder / "f000.txt")]["error"]["outcome"] == "unknown"
+    assert rows[str(folder / "f001.txt")]["upload"]["document_id"]
+    await IngestJob.upload(folder, out=out, journal=journal, client=client).run()
+    assert server.calls("upload") == 6  # not sent again
+    summary = await IngestJob.upload(folder, out=out, journal=journal, client=client, reupload_unknown=True).run()
+    assert server.calls("upload") == 7 and summary.ok
+    rows = by_key(out)
+    assert len(rows) == 6 and all("upload" in r for r in rows.values())
+    gc.collect()  # no upload left a file open (a ResourceWarning here would fail the test)
+
+
+async def test_upload_with_wait_writes_each_processing_result(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    folder = make_files(tmp_path, 2)
+    (folder / "f001.txt").write_bytes(b"unreadable scan: error")  # the fake fails processing of this one
+    server.records.configure(polls=0)  # final on the first poll
+    out = tmp_path / "up.jsonl"
+    summary = await IngestJob.upload(folder, out=out, client=client, wait=True).run()
+    rows = by_key(out)
+    done = rows[str(folder / "f000.txt")]
+    assert done["processing"]["status"] == "COMPLETED" and done["upload"]["document_id"]
+    failed = rows[str(folder / "f001.txt")]
+    assert failed["upload"]["document_id"] and failed["error"]["type"] == "ProcessingFailed"
+    assert failed["error"]["retryable"] is False  # uploaded: never sent again by --retry-failed
+    assert (summary.status.done, summary.status.failed) == (1, 1)
+    assert server.calls("upload") == 2
+
+
+async def test_an_upload_left_in_flight_by_a_crash_becomes_unknown(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    folder = make_files(tmp_path, 3)
+    out = tmp_path / "up.jsonl"
+    journal = tmp_path / "up.db"
+    await IngestJob.upload(folder, out=out, journal=journal, client=client).run()
+    # as a kill -9 after "committed in flight", before the line: a crash of a rerun with --reupload-unknown
+    with sqlite3.connect(journal) as db:
+        offset = len(out.read_bytes().splitlines(keepends=True)[0])
+        key = orjson.loads(out.read_bytes().splitlines()[1])["key"]
+        db.execute("UPDATE items SET state = 'inflight' WHERE key = ?", (key,))
+        db.execute("UPDATE meta SET v = ? WHERE k = 'offset'", (str(offset),))
+    out.write_bytes(out.read_bytes().splitlines(keepends=True)[0])
+    status = await IngestJob.status(journal)
+    assert status.unknown_keys == (key,)
+    summary = await IngestJob.upload(folder, out=out, journal=journal, client=client).run()
+    assert summary.status.unknown == 1 and server.calls("upload") == 3
+    assert by_key(out)[key]["error"]["type"] == "OutcomeUnknown"
+    assert len(uploaded_hashes(server)) == len(set(uploaded_hashes(server)))
+
+
+async def test_upload_bad_files_fail_alone(server: FakeHealthServer, client: HealthClient, tmp_path: Path) -> None:
+    folder = make_files(tmp_path, 2)
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "dangling").symlink_to(folder / "nowhere")
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{folder / 'f000.txt'}\n\n{folder / 'missing.pdf'}\n")
+    out = tmp_path / "up.jsonl"
+    summary = await IngestJob.upload(folder, out=out, client=client).run()
+    rows = by_key(out)
+    assert len(rows) == 4 and summary.status.done == 2
+    assert rows[str(folder / "empty.txt")]["error"]["type"] == "InvalidRequest"
+    assert rows[str(folder / "dangling")]["error"]["retryable"] is False
+    out2 = tmp_path / "up2.jsonl"
+    await IngestJob.upload(listing, out=out2, client=client).run()
+    rows = by_key(out2)
+    assert set(rows) == {str(folder / "f000.txt"), str(folder / "missing.pdf")}
+    assert "does not exist" in rows[str(folder / "missing.pdf")]["error"]["message"]
+
+
+async def test_an_unreadable_subdirectory_fails_as_one_item(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = make_files(tmp_path, 1)
+    locked = folder / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:  # root (CI) reads every directory: refuse as the OS would for others
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    try:
+        out = tmp_path / "up.jsonl"
+        await IngestJob.upload(folder, out=out, client=client).run()
+        rows = by_key(out)
+        assert rows[str(locked)]["error"]["type"] == "InvalidRequest"
+    finally:
+        locked.chmod(0o755)
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+async def test_a_line_that_is_not_utf8_fails_that_item_only(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:3]
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_bytes(ids[0].encode() + b"\n\xff\xfebad\n" + b"\n".join(i.encode() for i in ids[1:]) + b"\n")
+    out = tmp_path / "docs.jsonl"
+    summary = await IngestJob.describe(ids_file, out=out, client=client).run()
+    rows = by_key(out)
+    assert summary.invalid == 1 and summary.status.done == 3
+    assert rows["\\xff\\xfebad"]["error"] == {
+        "type": "InvalidRequest",
+        "message": "line 2 of the input is not valid UTF-8",
+        "retryable": False,
+    }
+    assert server.calls("describe") == 3
+
+
+async def test_unusable_inputs_are_refused_before_anything_is_sent(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    out = tmp_path / "o.jsonl"
+    with pytest.raises(InvalidRequest, match="does not exist"):
+        await IngestJob.describe(tmp_path / "missing-ids.txt", out=out, client=client).run()
+    with pytest.raises(InvalidRequest, match="is a directory"):
+        await IngestJob.describe(tmp_path, out=out, client=client).run()
+    with pytest.raises(InvalidRequest, match="concurrency"):
+        IngestJob.describe(tmp_path, out=out, client=client, concurrency=0)
+    with pytest.raises(InvalidRequest, match="task"):
+        IngestJob.upload(tmp_path, out=out, client=client, tasks=["no such task!"])
+    with pytest.raises(InvalidRequest, match="client_factory"):
+        IngestJob.describe(tmp_path, out=out, client=client, engine="ray")
+    with pytest.raises(InvalidRequest, match="does not exist"):
+        await IngestJob.status(tmp_path / "nope.db")
+    assert server.calls("describe") == 0 and not out.exists()
+
+
+async def test_a_journal_is_tied_to_its_job_and_output(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids_file = write_ids(tmp_path, doc_ids(server)[:3])
+    journal = tmp_path / "j.db"
+    out = tmp_path / "a.jsonl"
+    await IngestJob.describe(ids_file, out=out, journal=journal, client=client).run()
+    with pytest.raises(InvalidRequest, match="another output"):
+        await IngestJob.describe(ids_file, out=tmp_path / "b.jsonl", journal=journal, client=client).run()
+    with pytest.raises(InvalidRequest, match="describe job"):
+        await IngestJob.upload(ids_file, out=out, journal=journal, client=client).run()
+    with pytest.raises(InvalidRequest, match="journal is new"):
+        await IngestJob.describe(ids_file, out=out, journal=tmp_path / "new.db", client=client).run()
+    out.write_bytes(b"")  # the output was emptied behind the journal's back
+    with pytest.raises(InvalidRequest, match="shorter"):
+        await IngestJob.describe(ids_file, out=out, journal=journal, client=client).run()
+    assert server.calls("describe") == 3
+
+
+# ------------------------------------------------------------------------------------------ engines, progress
+
+
+class ListEngine:
+    """An Engine that answers every item itself (no client)."""
+
+    def __init__(self) -> None:
+        self.seen: list[WorkItem] = []
+
+    async def run(self, spec: JobSpec, items: AsyncIterator[WorkItem]) -> AsyncIterator[WorkResult]:
+        async for item in items:
+            self.seen.append(item)
+            yield WorkResult(item.key, {"index": item.index, "document": {"document_id": item.key}}, True, False)
+
+
+async def test_any_engine_can_do_the_work(tmp_path: Path) -> None:
+    engine = ListEngine()
+    assert isinstance(engine, Engine)
+    out = tmp_path / "o.jsonl"
+    summary = await IngestJob.describe(write_ids(tmp_path, ["a", "b", "a"]), out=out, engine=engine).run()
+    assert [i.key for i in engine.seen] == ["a", "b"] and summary.ok
+    assert lines(out) == [
+        {"key": "a", "index": 0, "document": {"document_id": "a"}},
+        {"key": "b", "index": 1, "document": {"document_id": "b"}},
+    ]
+
+
+async def test_local_engine_rate_limit_and_its_arguments(server: FakeHealthServer, tmp_path: Path) -> None:
+    with pytest.raises(InvalidRequest, match="rate_limit"):
+        LocalEngine(HealthClient(base_url=server.url, token="t"), rate_limit=5)
+
+    def factory(limiter: Any) -> HealthClient:
+        return HealthClient(base_url=server.url, token=server.token, user_id=server.data.user_ids[0], limiter=limiter)
+
+    # 30 per second with a burst of 30: 45 ids take at least half a second (concurrency alone: a few ms)
+    ids_file = write_ids(tmp_path, doc_ids(server)[:45])
+    started = asyncio.get_running_loop().time()
+    summary = await IngestJob.describe(
+        ids_file, out=tmp_path / "o.jsonl", client_factory=factory, rate_limit=30, concurrency=8
+    ).run()
+    assert summary.ok
+    assert asyncio.get_running_loop().time() - started >= (45 - 30) / 30 * 0.9
+
+
+def test_progress_shows_rate_eta_and_unknown() -> None:
+    stream = io.StringIO()
+    bar = IngestProgress("upload", total=4, enabled=True, stream=stream)
+    bar.add(WorkResult("a", {}, ok=True, retryable=False))
+    bar._last = 0
+    bar.add(WorkResult("b", {}, ok=False, retryable=False, unknown=True))
+    bar.close()
+    text = stream.getvalue()
+    assert "2/4" in text and "ETA" in text and "unknown 1" in text and "/s" in text
+
+
+def test_health_async_does_not_import_ingest() -> None:
+    code = "import sys, health_async; assert 'health_async.ingest' not in sys.modules; assert 'ray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+@pytest.fixture
+def threaded_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHealthServer]:
+    with ServerThread(documents_per_user=25) as srv:
+        monkeypatch.setenv("HEALTH_ASYNC_BASE_URL", srv.url)
+        monkeypatch.setenv("HEALTH_ASYNC_TOKEN", srv.token)
+        monkeypatch.setenv("HEALTH_ASYNC_USER_ID", srv.data.user_ids[0])
+        yield srv
+
+
+def test_cli_describe_status_and_bad_input(
+    threaded_server: FakeHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = list(threaded_server.data.documents[threaded_server.data.user_ids[0]])[:10]
+    ids_file = write_ids(tmp_path, [*ids, "missing"])
+    out = tmp_path / "docs.jsonl"
+    journal = tmp_path / "ingest.db"
+    argv = ["ingest", "describe", str(ids_file), "--out", str(out), "--journal", str(journal), "--quiet"]
+    assert cli.main(argv) == 1  # one item failed
+    err = capsys.readouterr().err
+    assert "done 10, failed 1 (0 retryable), unknown outcome 0, pending 0" in err
+    assert len(by_key(out)) == 11
+    assert cli.main(["ingest", "status", "--journal", str(journal)]) == 1
+    text = capsys.readouterr().out
+    assert "done 10" in text and "failed 1" in text and "pending 0" in text and "unknown outcome 0" in text
+    assert cli.main(["ingest", "status", "--journal", str(journal), "--json"]) == 1
+    assert orjson.loads(capsys.readouterr().out)["done"] == 10
+
+    assert cli.main(["ingest", "describe", str(tmp_path / "nope.txt"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == "health-async: the ids file does not exist\n"  # one line, no traceback, no path
+    unreadable = tmp_path / "dir-as-ids"
+    unreadable.mkdir()
+    assert cli.main(["ingest", "describe", str(unreadable), "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_cli_upload_all_done_is_exit_0(
+    threaded_server: FakeHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = make_files(tmp_path, 3)
+    out = tmp_path / "up.jsonl"
+    code = cli.main(["ingest", "upload", str(folder), "--out", str(out), "--tasks", "smart,pii", "--quiet"])
+    assert code == 0, capsys.readouterr().err
+    assert len(by_key(out)) == 3
+    assert all(sorted(r.query) == [("task", "pii"), ("task", "smart")] for r in threaded_server.requests[-3:])
