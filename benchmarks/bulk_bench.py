@@ -1,37 +1,50 @@
-"""Bulk describe throughput: ``describe_many`` beside a hand-written raw aiohttp loop, measured in the same run.
+"""Bulk describe: the library beside a hand-written raw aiohttp loop, the model conversion beside msgspec, and the
+session layer's own cost, all measured in the same run.
 
-    .venv/bin/python benchmarks/bulk_bench.py            # full run (a few minutes)
-    .venv/bin/python benchmarks/bulk_bench.py --quick    # about a minute
+    .venv/bin/python benchmarks/bulk_bench.py                 # full run (several minutes)
+    .venv/bin/python benchmarks/bulk_bench.py --quick         # concurrency 64 only, fewer repeats
+    .venv/bin/python benchmarks/bulk_bench.py --json out.json # also write every figure as JSON
 
-A fast local server runs in a separate process on 127.0.0.1 and answers every describe with one of a few
-hundred realistic 2-4 KB document bodies (files, tags, a smart report of several items). For each event loop
-(asyncio's default, uvloop when installed) and each concurrency (1, 16, 64, 256) the script measures, in
-alternation and ``--repeats`` times:
+Four parts, each printed as medians over ``--repeats`` with the spread (min-max):
 
-* ``raw``: aiohttp GET + ``orjson.loads`` per id, no models, the same headers, same concurrency (the baseline);
-* ``describe_many``: the library's helper, every result a full :class:`health_async.Document` (its smart report
-  left unparsed until read, as a bulk job that only stores documents would use it);
-* ``+report``: the same, reading ``document.smart_report`` of every result (all items parsed).
+* **convert**: one 3 KB document whose smart report has 7 items, per call, in CPU time of this thread (so
+  other processes on a busy machine do not count): ``orjson.loads`` alone; a msgspec decode of the same bytes
+  into equivalent typed classes (when msgspec is installed: ``pip install msgspec``, the ``bench`` extra); our
+  document with the report unparsed; our full model (decode, document, report, every item's fields read).
+* **session**: ``Session.request`` against a stub aiohttp session that answers at once with the same body,
+  beside a raw loop doing what a caller would (same headers, ``async with session.get``, ``orjson.loads``)
+  against the same stub. The difference is the session layer's own cost per request: everything except the
+  socket and the parsing. ``describe`` through the stub adds the document's conversion.
+* **throughput**: a fast aiohttp server in another process (pinned to core 1 when the machine has two or more;
+  the client to core 0), answering every describe with one of 256 realistic 2-4 KB bodies. Per event loop and
+  concurrency, in alternation: ``raw`` (aiohttp GET + ``orjson.loads``, same headers, a fixed pool of workers);
+  ``many`` (``describe_many``, reports unparsed); ``+report`` (``describe_many``, every item of every smart
+  report read); ``direct`` (``describe`` called from ``concurrency`` tasks). Ratios are taken per repeat
+  (each run beside the raw run next to it), then the median.
+* **memory**: RSS growth of ``describe_many`` over many ids from an async generator.
 
-It prints requests per second (medians) and the ratios to ``raw``; the target is ``describe_many`` at
-concurrency 64 reaching 0.8 of ``raw``. Last, the memory growth of ``describe_many`` over 100 000 ids from an
-async generator (peak RSS after, minus peak RSS after a warm-up).
+Targets (checked at the end): ``+report`` >= 0.90, ``many`` >= 0.95 and ``direct`` >= 0.90 of ``raw`` at
+concurrency 64; the full model <= 15 us and <= 1.5x the msgspec decode; the session layer <= 10 us a request.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import json
 import multiprocessing
+import os
 import random
 import resource
 import socket
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -39,7 +52,12 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import health_async as ha
+from health_async._convert import structure_document
 from health_async.testing._data import make_document
+
+T = TypeVar("T")
+HEADERS = {"X-Pt-Id": "oid-1", "Authorization": "Bearer bench-token", "Accept": "application/json"}
+CLIENT_CORE, SERVER_CORE = 0, 1
 
 
 def make_bodies(count: int = 256, seed: int = 1) -> list[bytes]:
@@ -48,16 +66,240 @@ def make_bodies(count: int = 256, seed: int = 1) -> list[bytes]:
     return [orjson.dumps(make_document(rng, f"doc-{n}", date=1614556800 + n)) for n in range(count)]
 
 
+def seven_item_body() -> bytes:
+    """A 3 KB document of the set whose smart report has 7 items (the convert and session parts use it)."""
+    for body in make_bodies():
+        report = orjson.loads(body)["smart_report"]
+        if len(report["verified"]) + len(report["unverified"]) == 7:
+            return body
+    raise RuntimeError("no 7-item document in the set")
+
+
+def pin(core: int) -> bool:
+    """Pin this process to one core (``taskset``'s system call); False where not possible."""
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        return False
+    try:
+        os.sched_setaffinity(0, {core})
+    except OSError:
+        return False
+    return True
+
+
+def spread(values: list[float], digits: int = 2) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
+
+
+def fmt(s: dict[str, float], digits: int = 2) -> str:
+    return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}-{s['max']:.{digits}f}]"
+
+
+# ----------------------------------------------------------------------------- convert
+
+
+try:  # the reference decode: classes equivalent to ours (both live spellings as fields); a bench-only tool
+    import msgspec
+except ImportError:  # pragma: no cover
+    msgspec = None  # type: ignore[assignment]
+else:
+
+    class MCoordinate(msgspec.Struct, frozen=True):
+        x: float
+        y: float
+
+    class MItem(msgspec.Struct, frozen=True):
+        name: str | None = None
+        value: str | None = None
+        unit: str | None = None
+        unit_svc_id: str | None = None
+        unit_eka_id: str | None = None
+        range: str | None = None
+        result: str | None = None
+        result_id: str | None = None
+        display_result: str | None = None
+        id: int | None = None
+        vital_id: str | None = None
+        page_num: int | None = None
+        file_index: int | None = None
+        coordinates: tuple[MCoordinate, ...] = ()
+        svc_id: str | None = None
+        eka_id: str | None = None
+        is_result_editable: bool | None = None
+        date: int | None = None
+
+    class MReport(msgspec.Struct, frozen=True):
+        verified: tuple[MItem, ...] = ()
+        unverified: tuple[MItem, ...] = ()
+
+    class MFile(msgspec.Struct, frozen=True):
+        asset_url: str | None = None
+        file_type: str | None = None
+
+    class MDocument(msgspec.Struct, frozen=True):
+        document_id: str | None = None
+        source: str | None = None
+        document_date_epoch: int | None = None
+        document_type: str | None = None
+        dt: str | None = None
+        tags: tuple[str, ...] = ()
+        files: tuple[MFile, ...] = ()
+        smart_report: MReport | None = None
+
+
+def _msgspec_decoder() -> Callable[[bytes], Any] | None:
+    """A msgspec decoder into the classes above, if msgspec is installed."""
+    if msgspec is None:
+        return None  # type: ignore[unreachable]
+    return msgspec.json.Decoder(MDocument).decode
+
+
+def bench_convert(repeats: int) -> dict[str, Any]:
+    body = seven_item_body()
+
+    def loads() -> None:
+        orjson.loads(body)
+
+    def unparsed() -> None:
+        structure_document(orjson.loads(body))
+
+    def full() -> None:
+        report = structure_document(orjson.loads(body)).smart_report
+        assert report is not None
+        for item in report.items:  # every field of every item read, as a consumer would
+            _ = (item.name, item.value, item.unit, item.svc_id, item.coordinates)
+
+    cases: dict[str, Callable[[], Any]] = {"orjson.loads": loads, "document": unparsed, "full model": full}
+    decode = _msgspec_decoder()
+    if decode is not None:
+        cases["msgspec"] = lambda: decode(body)
+    number = 2000
+    runs: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):  # alternate, so drift hits all alike; CPU time of this thread, best of 3 per repeat
+        for name, fn in cases.items():
+            best = min(timeit.repeat(fn, number=number, repeat=3, timer=time.thread_time))
+            runs[name].append(best / number * 1e6)
+    out: dict[str, Any] = {"body_bytes": len(body), "us": {name: spread(v) for name, v in runs.items()}}
+    if decode is not None:
+        out["full_over_msgspec"] = spread([f / m for f, m in zip(runs["full model"], runs["msgspec"], strict=True)])
+    return out
+
+
+# ----------------------------------------------------------------------------- session layer
+
+
+class _StubResponse:
+    status = 200
+
+    def __init__(self, body: bytes) -> None:
+        from multidict import CIMultiDict, CIMultiDictProxy
+
+        self._body = body
+        self.content_length = len(body)
+        self.headers = CIMultiDictProxy(CIMultiDict({"Content-Type": "application/json"}))
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def raise_for_status(self) -> None:
+        pass
+
+
+class _StubContext:
+    def __init__(self, response: _StubResponse) -> None:
+        self._response = response
+
+    async def __aenter__(self) -> _StubResponse:
+        return self._response
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class StubHttp:
+    """Stands for an ``aiohttp.ClientSession`` that answers every request at once with the same body."""
+
+    closed = False
+
+    def __init__(self, body: bytes) -> None:
+        self._context = _StubContext(_StubResponse(body))
+
+    def request(self, method: str, url: Any, **kwargs: Any) -> _StubContext:  # noqa: ARG002
+        return self._context
+
+    def get(self, url: Any, **kwargs: Any) -> _StubContext:  # noqa: ARG002
+        return self._context
+
+    async def close(self) -> None:
+        pass
+
+
+async def _stub_raw(http: StubHttp, n: int) -> float:
+    started = time.thread_time()
+    for i in range(n):
+        async with http.get(f"http://127.0.0.1:9/mr/api/v1/docs/doc-{i}", headers=HEADERS) as resp:
+            resp.raise_for_status()
+            orjson.loads(await resp.read())
+    return (time.thread_time() - started) / n * 1e6
+
+
+async def _stub_ours(http: StubHttp, n: int, what: str) -> float:
+    async with ha.HealthClient(base_url="http://127.0.0.1:9", token="bench-token", user_id="oid-1") as client:
+        session = client._session
+        if session._http is not None:
+            await session._http.close()
+        session._http, session._owns_http = http, False  # type: ignore[assignment]
+        headers = {"X-Pt-Id": "oid-1"}
+        started = time.thread_time()
+        if what == "request":
+            for i in range(n):
+                await session.request(
+                    "GET",
+                    f"/mr/api/v1/docs/doc-{i}",
+                    route="/mr/api/v1/docs/{id}",
+                    operation="describe",
+                    headers=headers,
+                    idempotent=True,
+                )
+        else:
+            for i in range(n):
+                await client.documents.describe(f"doc-{i}")
+        return (time.thread_time() - started) / n * 1e6
+
+
+def bench_session(repeats: int) -> dict[str, Any]:
+    http = StubHttp(seven_item_body())
+    n = 4000
+    runs: dict[str, list[float]] = {"raw": [], "request": [], "describe": []}
+
+    async def one_round() -> None:
+        runs["raw"].append(await _stub_raw(http, n))
+        runs["request"].append(await _stub_ours(http, n, "request"))
+        runs["describe"].append(await _stub_ours(http, n, "describe"))
+
+    asyncio.run(_stub_ours(http, 500, "describe"))  # warm-up
+    for _ in range(repeats):
+        asyncio.run(one_round())
+    cost = [r - w for r, w in zip(runs["request"], runs["raw"], strict=True)]
+    return {"us": {name: spread(v) for name, v in runs.items()}, "session_cost_us": spread(cost)}
+
+
+# ----------------------------------------------------------------------------- throughput
+
+
 def _server(port: int, ready: Any) -> None:
-    """The benchmark's server process: the fastest aiohttp.web handler we can write."""
+    """The benchmark's server process: the fastest aiohttp.web handler we can write, on its own core."""
     from aiohttp import web
 
+    pin(SERVER_CORE)
     bodies = make_bodies()
 
     async def describe(request: web.Request) -> web.Response:
         doc_id = request.match_info["id"]
-        body = bodies[hash(doc_id) % len(bodies)]
-        return web.Response(body=body, content_type="application/json")
+        return web.Response(body=bodies[hash(doc_id) % len(bodies)], content_type="application/json")
 
     async def main() -> None:
         app = web.Application()
@@ -83,10 +325,12 @@ def free_port() -> int:
         return port
 
 
-HEADERS = {"X-Pt-Id": "oid-1", "Authorization": "Bearer bench-token", "Accept": "application/json"}
+def _rate(n: int, started: float, cpu: float) -> tuple[float, float]:
+    """Requests per second (wall clock) and the client's CPU microseconds per request."""
+    return n / (time.perf_counter() - started), (time.process_time() - cpu) / n * 1e6
 
 
-async def raw_loop(url: str, n: int, concurrency: int) -> float:
+async def raw_loop(url: str, n: int, concurrency: int) -> tuple[float, float]:
     """The baseline: a fixed pool of ``concurrency`` workers doing aiohttp GET + orjson.loads."""
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -98,33 +342,111 @@ async def raw_loop(url: str, n: int, concurrency: int) -> float:
                     resp.raise_for_status()
                     orjson.loads(await resp.read())
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return n / (time.perf_counter() - started)
+        return _rate(n, started, cpu)
 
 
-async def ours(url: str, n: int, concurrency: int, *, read_report: bool = False) -> float:
-    async with ha.HealthClient(
-        base_url=url, token="bench-token", user_id="oid-1", max_connections=concurrency
-    ) as client:
-        started = time.perf_counter()
+def _read_report(document: ha.Document) -> None:
+    report = document.smart_report
+    assert report is not None
+    for item in report.items:
+        _ = (item.name, item.value, item.unit, item.svc_id, item.coordinates)
+
+
+def _client(url: str, concurrency: int) -> ha.HealthClient:
+    return ha.HealthClient(base_url=url, token="bench-token", user_id="oid-1", max_connections=concurrency)
+
+
+async def ours_many(url: str, n: int, concurrency: int, *, read_report: bool = False) -> tuple[float, float]:
+    async with _client(url, concurrency) as client:
+        started, cpu = time.perf_counter(), time.process_time()
         count = 0
         async for r in client.documents.describe_many((f"doc-{i}" for i in range(n)), concurrency=concurrency):
             if r.document is None:
                 raise RuntimeError(f"benchmark request failed: {r.error!r}")
             if read_report:
-                _ = r.document.smart_report
+                _read_report(r.document)
             count += 1
         assert count == n
-        return n / (time.perf_counter() - started)
+        return _rate(n, started, cpu)
 
 
-def run_in_loop(make: Callable[[], Coroutine[Any, Any, float]], use_uvloop: bool) -> float:
+async def ours_direct(url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """``describe`` called from ``concurrency`` tasks sharing one iterator of ids (reports unparsed)."""
+    async with _client(url, concurrency) as client:
+        ids = iter(range(n))
+
+        async def worker() -> None:
+            for i in ids:
+                await client.documents.describe(f"doc-{i}")
+
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return _rate(n, started, cpu)
+
+
+def run_in_loop(make: Callable[[], Coroutine[Any, Any, T]], use_uvloop: bool) -> T:
     if use_uvloop:
         import uvloop
 
         return uvloop.run(make())
     return asyncio.run(make())
+
+
+def bench_throughput(
+    url: str, loops: list[tuple[str, bool]], concurrencies: list[int], repeats: int, per_run: int
+) -> list[dict[str, Any]]:
+    """Rates and their ratios to raw; also the client's CPU per request and ``cpu_raw / cpu_ours``, the ratio the
+    rates reach once the client's core is the bottleneck (steady on a busy machine, where rates are not)."""
+    rows = []
+    print(
+        f"\n{'loop':8} {'conc':>5} {'raw/s':>7}   {'many':<19} {'+report':<19} {'direct':<19}"
+        "   ratio to raw of req/s (then of CPU per request), median [min-max]"
+    )
+    for loop_name, use_uvloop in loops:
+        for concurrency in concurrencies:
+            n = per_run // 4 if concurrency == 1 else per_run
+            cases: dict[str, Callable[[], Coroutine[Any, Any, tuple[float, float]]]] = {
+                "raw": functools.partial(raw_loop, url, n, concurrency),
+                "many": functools.partial(ours_many, url, n, concurrency),
+                "+report": functools.partial(ours_many, url, n, concurrency, read_report=True),
+                "direct": functools.partial(ours_direct, url, n, concurrency),
+            }
+            rates: dict[str, list[float]] = {name: [] for name in cases}
+            cpus: dict[str, list[float]] = {name: [] for name in cases}
+            ratios: dict[str, list[float]] = {name: [] for name in cases if name != "raw"}
+            cpu_ratios: dict[str, list[float]] = {name: [] for name in cases if name != "raw"}
+            for _ in range(repeats):  # alternate: drift on a noisy machine hits all alike
+                for name, make in cases.items():
+                    rate, cpu = run_in_loop(make, use_uvloop)
+                    rates[name].append(rate)
+                    cpus[name].append(cpu)
+                    if name != "raw":
+                        ratios[name].append(rate / rates["raw"][-1])
+                        cpu_ratios[name].append(cpus["raw"][-1] / cpu)
+            row: dict[str, Any] = {
+                "loop": loop_name,
+                "concurrency": concurrency,
+                "rate": {name: spread(v, 0) for name, v in rates.items()},
+                "cpu_us_per_request": {name: spread(v, 1) for name, v in cpus.items()},
+                "ratio": {name: spread(v, 3) for name, v in ratios.items()},
+                "cpu_ratio": {name: spread(v, 3) for name, v in cpu_ratios.items()},
+            }
+            rows.append(row)
+            r, c = row["ratio"], row["cpu_ratio"]
+            print(
+                f"{loop_name:8} {concurrency:>5} {row['rate']['raw']['median']:>7.0f}   "
+                + "  ".join(f"{fmt(r[k]):<19}" for k in ("many", "+report", "direct"))
+            )
+            print(
+                f"{'':8} {'cpu':>5} {row['cpu_us_per_request']['raw']['median']:>5.0f}us   "
+                + "  ".join(f"{fmt(c[k]):<19}" for k in ("many", "+report", "direct"))
+            )
+    return rows
+
+
+# ----------------------------------------------------------------------------- memory
 
 
 def rss_mb() -> float:
@@ -140,9 +462,7 @@ async def memory_growth(url: str, total: int, concurrency: int = 64) -> tuple[fl
         for i in range(count):
             yield f"doc-{i}"
 
-    async with ha.HealthClient(
-        base_url=url, token="bench-token", user_id="oid-1", max_connections=concurrency
-    ) as client:
+    async with _client(url, concurrency) as client:
         async for _ in client.documents.describe_many(ids(5000), concurrency=concurrency):
             pass  # warm-up: pools, caches and the allocator reach their steady state
         before = peak = rss_mb()
@@ -154,64 +474,106 @@ async def memory_growth(url: str, total: int, concurrency: int = 64) -> tuple[fl
     return peak - before, done
 
 
+# ----------------------------------------------------------------------------- main
+
+
+def verdicts(result: dict[str, Any]) -> list[tuple[str, float, bool]]:
+    out = []
+    convert = result["convert"]
+    full = convert["us"]["full model"]["median"]
+    out.append(("full model <= 15 us (CPU time)", full, full <= 15))
+    if "full_over_msgspec" in convert:
+        ratio = convert["full_over_msgspec"]["median"]
+        out.append(("full model <= 1.5x msgspec decode", ratio, ratio <= 1.5))
+    cost = result["session"]["session_cost_us"]["median"]
+    out.append(("session layer <= 10 us a request", cost, cost <= 10))
+    for row in result.get("throughput", []):
+        if row["concurrency"] != 64:
+            continue
+        for name, target in (("+report", 0.90), ("many", 0.95), ("direct", 0.90)):
+            for kind in ("ratio", "cpu_ratio"):
+                value = row[kind][name]["median"]
+                what = "req/s" if kind == "ratio" else "CPU/request"
+                out.append((f"{name} >= {target:.2f} of raw at 64, {what} ({row['loop']})", value, value >= target))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer requests and repeats")
+    parser.add_argument("--quick", action="store_true", help="concurrency 64 only, fewer requests and repeats")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="write every figure to this file as JSON")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: convert,session,throughput,memory")
     args = parser.parse_args()
     repeats = args.repeats or (3 if args.quick else 5)
-    per_run = 1500 if args.quick else 4000
+    per_run = 2000 if args.quick else 4000
     memory_ids = 20_000 if args.quick else 100_000
+    concurrencies = [64] if args.quick else [1, 16, 64, 256]
+    skip = set(filter(None, args.skip.split(",")))
 
-    port = free_port()
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    server = ctx.Process(target=_server, args=(port, ready), daemon=True)
-    server.start()
-    if not ready.wait(30):
-        raise SystemExit("the benchmark server did not start")
-    url = f"http://127.0.0.1:{port}"
-    sizes = [len(b) for b in make_bodies()]
-    print(f"server: {url}, {len(sizes)} bodies of {min(sizes)}-{max(sizes)} bytes (median {statistics.median(sizes)})")
+    pinned = pin(CLIENT_CORE)
+    result: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "pinned": pinned,
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "repeats": repeats,
+    }
+    print(f"client pinned to core {CLIENT_CORE}: {pinned}; load average {result['load_average']}")
 
-    try:
-        import uvloop  # noqa: F401
+    if "convert" not in skip:
+        result["convert"] = convert = bench_convert(repeats)
+        print(f"\nconvert, one {convert['body_bytes']}-byte document with 7 report items, us of CPU per call:")
+        for name, s in convert["us"].items():
+            print(f"  {name:14} {fmt(s)}")
+        if "full_over_msgspec" in convert:
+            print(f"  full model / msgspec: {fmt(convert['full_over_msgspec'])}")
+        else:
+            print("  (msgspec not installed: pip install msgspec for the reference decode)")
 
-        loops = [("asyncio", False), ("uvloop", True)]
-    except ImportError:
-        loops = [("asyncio", False)]
-        print("uvloop not installed: default loop only (pip install -e '.[bench]')")
+    if "session" not in skip:
+        result["session"] = session = bench_session(repeats)
+        print("\nsession layer against a stub aiohttp session, us of CPU per request:")
+        for name, s in session["us"].items():
+            print(f"  {name:14} {fmt(s)}")
+        print(f"  session cost   {fmt(session['session_cost_us'])}  (request - raw)")
 
-    print(f"\n{'loop':8} {'conc':>5} {'raw/s':>9} {'ours/s':>9} {'ratio':>6} {'+report/s':>10} {'ratio':>6}")
-    verdicts = []
-    try:
-        for loop_name, use_uvloop in loops:
-            for concurrency in (1, 16, 64, 256):
-                n = per_run // 4 if concurrency == 1 else per_run
-                raw_rates, our_rates, report_rates = [], [], []
-                for _ in range(repeats):  # alternate so drift on a noisy machine hits all three alike
-                    raw_rates.append(run_in_loop(lambda c=concurrency, n=n: raw_loop(url, n, c), use_uvloop))
-                    our_rates.append(run_in_loop(lambda c=concurrency, n=n: ours(url, n, c), use_uvloop))
-                    report_rates.append(
-                        run_in_loop(lambda c=concurrency, n=n: ours(url, n, c, read_report=True), use_uvloop)
-                    )
-                raw_m, our_m, rep_m = (statistics.median(x) for x in (raw_rates, our_rates, report_rates))
-                print(
-                    f"{loop_name:8} {concurrency:>5} {raw_m:>9.0f} {our_m:>9.0f} {our_m / raw_m:>6.2f}"
-                    f" {rep_m:>10.0f} {rep_m / raw_m:>6.2f}"
-                )
-                if concurrency == 64:
-                    verdicts.append((loop_name, our_m / raw_m))
-        growth, done = run_in_loop(lambda: memory_growth(url, memory_ids), False)
-    finally:
-        server.kill()
-        server.join()
+    if not {"throughput", "memory"} <= skip:
+        port = free_port()
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        server = ctx.Process(target=_server, args=(port, ready), daemon=True)
+        server.start()
+        if not ready.wait(30):
+            raise SystemExit("the benchmark server did not start")
+        url = f"http://127.0.0.1:{port}"
+        try:
+            import uvloop  # noqa: F401
 
-    print()
-    for loop_name, ratio in verdicts:
-        verdict = "PASS" if ratio >= 0.8 else "MISS"
-        print(f"target describe_many >= 0.80 of raw at concurrency 64 ({loop_name}): {ratio:.3f} {verdict}")
-    print(f"memory: describe_many over {done} ids from an async generator grew RSS by at most {growth:.1f} MB")
+            loops = [("asyncio", False), ("uvloop", True)]
+        except ImportError:
+            loops = [("asyncio", False)]
+            print("uvloop not installed: default loop only (pip install -e '.[bench]')")
+        try:
+            if "throughput" not in skip:
+                result["throughput"] = bench_throughput(url, loops, concurrencies, repeats, per_run)
+            if "memory" not in skip:
+                growth, done = run_in_loop(lambda: memory_growth(url, memory_ids), False)
+                result["memory"] = {"ids": done, "rss_growth_mb": round(growth, 1)}
+                print(f"\nmemory: describe_many over {done} ids from an async generator grew RSS by {growth:.1f} MB")
+        finally:
+            server.kill()
+            server.join()
+
+    if "convert" in result and "session" in result:
+        print()
+        result["verdicts"] = []
+        for name, value, ok in verdicts(result):
+            print(f"target {name}: {value:.3f} {'PASS' if ok else 'MISS'}")
+            result["verdicts"].append({"target": name, "value": value, "pass": ok})
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwritten: {args.json}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,142 @@
+"""What the ingest job's journal and output cost: ``IngestJob.describe`` beside ``describe_many`` in the same run.
+
+    .venv/bin/python benchmarks/ingest_bench.py                 # 20 000 ids, 5 rounds
+    .venv/bin/python benchmarks/ingest_bench.py --ids 5000 --repeats 3
+
+The built-in FakeHealthServer runs in a separate process on 127.0.0.1 (recording off), so its CPU is not the
+client's. One client, the same concurrency, measured in alternation ``--repeats`` times:
+
+* ``describe_many``: the library's bulk helper, results consumed and dropped (the baseline);
+* ``+ lines``: the same, each result turned into its JSON line and written to a file (no fsync, no journal):
+  what any bulk job that keeps its results pays;
+* ``ingest``: ``IngestJob.describe`` with a fresh journal and output: the same lines, plus the journal (SQLite,
+  WAL, synchronous=FULL), the batched fsyncs and the input scan.
+
+Prints requests per second (medians) and the ingest's cost against both; the target is at most 10 % below
+``describe_many`` (the journal and output's whole cost, the JSON lines included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from health_async import HealthClient
+from health_async._cli._output import emit
+from health_async.ingest import IngestJob
+
+USER = "bench-user"
+
+
+def _serve(port: int, ids: int, ready: Any) -> None:
+    from health_async.testing import FakeHealthServer
+
+    async def main() -> None:
+        server = FakeHealthServer(port=port, users=1, documents_per_user=200, record=False)
+        seeded = server.data.documents[server.data.user_ids[0]]
+        bodies = list(seeded.values())
+        server.data.documents[USER] = {f"doc-{i:06d}": bodies[i % len(bodies)] for i in range(ids)}
+        await server.start()
+        ready.set()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def describe_many(client: HealthClient, ids: list[str], concurrency: int, _: Path) -> None:
+    async for _result in client.documents.describe_many(ids, concurrency=concurrency):
+        pass
+
+
+async def with_lines(client: HealthClient, ids: list[str], concurrency: int, work: Path) -> None:
+    with open(work / f"lines-{time.monotonic_ns()}.jsonl", "w") as out:  # noqa: ASYNC230 - as a naive job would
+        async for result in client.documents.describe_many(ids, concurrency=concurrency):
+            emit(result, out)
+
+
+async def ingest(client: HealthClient, ids: list[str], concurrency: int, work: Path) -> None:
+    tag = time.monotonic_ns()
+    job = IngestJob.describe(
+        work / "ids.txt", out=work / f"out-{tag}.jsonl", journal=work / f"j-{tag}.db", client=client,
+        concurrency=concurrency, progress=False,
+    )  # fmt: skip
+    summary = await job.run()
+    assert summary.status.done == len(ids), summary
+
+
+async def bench(
+    url: str, ids: list[str], concurrency: int, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    cases = {"describe_many": describe_many, "+ lines": with_lines, "ingest": ingest}
+    rates: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}  # client CPU per request (all its threads), us
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "ids.txt").write_text("\n".join(ids) + "\n")
+        async with HealthClient(base_url=url, token="fake-token", user_id=USER, max_connections=concurrency) as client:
+            await describe_many(client, ids[:500], concurrency, work)  # warm up connections and code paths
+            names = list(cases)
+            for round_ in range(repeats):
+                # rotate the order every round: the first case of a round runs on a colder machine
+                for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
+                    case = cases[name]
+                    started, cpu_started = time.perf_counter(), time.process_time()
+                    await case(client, ids, concurrency, work)
+                    rates[name].append(len(ids) / (time.perf_counter() - started))
+                    cpu[name].append((time.process_time() - cpu_started) / len(ids) * 1e6)
+    return rates, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ids", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    port = _free_port()
+    ready = multiprocessing.Event()
+    proc = multiprocessing.Process(target=_serve, args=(port, args.ids, ready), daemon=True)
+    proc.start()
+    try:
+        if not ready.wait(60):
+            raise SystemExit("the fake server did not start")
+        ids = [f"doc-{i:06d}" for i in range(args.ids)]
+        rates, cpu = asyncio.run(bench(f"http://127.0.0.1:{port}", ids, args.concurrency, args.repeats))
+    finally:
+        proc.terminate()
+        proc.join(5)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
+    base, lines = medians["describe_many"], medians["+ lines"]
+    print(f"{args.ids} ids, concurrency {args.concurrency}, {args.repeats} rounds (medians, requests/s)")
+    for name, value in medians.items():
+        spread = ", ".join(f"{v:,.0f}" for v in rates[name])
+        print(f"  {name:<14} {value:>9,.0f}/s   ({spread})   client CPU {cpu_medians[name]:.0f} us/request")
+    cost = 1 - medians["ingest"] / base
+    print(f"  ingest vs describe_many: {cost:+.1%} slower (target <= 10%)")
+    print(f"  ingest vs + lines:       {1 - medians['ingest'] / lines:+.1%} slower (journal, fsync, scan only)")
+    cpu_cost = 1 - cpu_medians["describe_many"] / cpu_medians["ingest"]
+    print(f"  client CPU per request, ingest against describe_many: {cpu_cost:+.1%} more spent on journal and output")
+    print(orjson.dumps({"medians": medians, "cost": cost, "cpu_us": cpu_medians, "cpu_cost": cpu_cost}).decode())
+
+
+if __name__ == "__main__":
+    main()
