@@ -6,8 +6,9 @@ service's spellings are accepted beside the interface's (``document_type``/``dt`
 :class:`~health_async.errors.ResponseValidationError` naming the model and field, never the value (values can be
 personal data).
 
-Speed matters here (bulk describe parses thousands of documents a second), so the hooks of the document models
-are written by hand: one ``dict.get`` per field and a type check, no per-field dispatch. The flat models use
+Speed matters for document descriptions (bulk describe parses thousands a second): :func:`decode_document`
+decodes their bytes with msgspec straight into the models, and only a body that does not fit that strict decode
+takes the tolerant hand-written hooks here (one ``dict.get`` per field and a type check). The flat models use
 hooks that cattrs generates with renames, strict primitive hooks below them.
 """
 
@@ -16,11 +17,12 @@ from __future__ import annotations
 import datetime as dt
 import operator
 from collections.abc import Callable
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
-import attrs
 import cattrs
+import msgspec
 from cattrs.gen import make_dict_structure_fn, override
+from msgspec.structs import force_setattr as _force_setattr
 
 from .errors import ResponseValidationError
 from .models import (
@@ -35,9 +37,7 @@ from .models import (
     ReportItem,
     SmartReport,
     UploadResult,
-    _documents,
 )
-from .models._documents import _FILE_TYPES
 
 __all__ = ["converter", "parse_smart_report", "structure", "structure_document", "unstructure"]
 
@@ -114,52 +114,18 @@ def _date(value: Any, field: str) -> dt.date | None:
     raise _Invalid(field)
 
 
-# ----------------------------------------------------------------------------- hand-written hooks
+# ----------------------------------------------------------------------------- document descriptions
 #
-# The document models (a describe's body) have two paths each:
+# A describe's body has two paths:
 #
-# * a fast path for the usual body: every field read in one C call (``map(dict.get, KEYS)``), the types of all
-#   fields checked at once by looking the tuple of their types up in a small table of accepted "signatures",
-#   coordinates built in C (``itemgetter`` + ``tuple.__new__``). It does not convert anything: any value that
-#   is not already of the model's type (an id sent as a number, a number sent as a string, an int coordinate, a
-#   wrong shape) makes it give up and hand the same data to
-# * the checked path, field by field, which converts what is tolerated and raises ``_Invalid(field)`` for the
-#   rest, so the error names the field. Both give the same model for the same input.
-
-
-_NONE: Final[type] = type(None)
-_STR_OR_NONE: Final[frozenset[type]] = frozenset({str, _NONE})
-_INT_OR_NONE: Final[frozenset[type]] = frozenset({int, _NONE})
-_BOOL_OR_NONE: Final[frozenset[type]] = frozenset({bool, _NONE})
-_LIST_OR_NONE: Final[frozenset[type]] = frozenset({list, _NONE})
-_DICT_OR_NONE: Final[frozenset[type]] = frozenset({dict, _NONE})
-_ONLY_STR: Final[frozenset[type]] = frozenset({str})
-_SIGNATURES_MAX: Final = 512  # accepted type signatures remembered per model (real bodies show a handful)
-
-
-class _Signatures:
-    """Which tuples of field types the fast path takes, remembered: one dict lookup per object.
-
-    Only accepted signatures are stored, at most :data:`_SIGNATURES_MAX` (a body cannot grow it without bound).
-    """
-
-    __slots__ = ("accepted", "kinds")
-
-    def __init__(self, kinds: tuple[frozenset[type], ...]) -> None:
-        self.kinds = kinds
-        #: The signatures seen and accepted (test ``in`` it first: the common case costs no call).
-        self.accepted: dict[tuple[type, ...], bool] = {}
-
-    def fits(self, signature: tuple[type, ...]) -> bool:
-        """Whether every field's type is one the fast path takes as is; remembered when it is."""
-        ok = len(signature) == len(self.kinds) and all(t in k for t, k in zip(signature, self.kinds, strict=True))
-        if ok and len(self.accepted) < _SIGNATURES_MAX:
-            self.accepted[signature] = True
-        return ok
-
-
-def _file_entry(data: Any, _: Any = None) -> FileEntry:
-    return _files([data])[0]
+# * the fast one, :func:`decode_document`: msgspec decodes the response bytes straight into the models (they are
+#   ``msgspec.Struct`` classes) in C, the live spellings included (``dt``, ``eka_id``, ``unit_eka_id``: the models'
+#   ``__post_init__`` moves them). It is strict: any value not already of the model's type (an id sent as a
+#   number, a number sent as a string, an int epoch sent as a float, an unknown file type, a malformed report)
+#   makes it give up, and
+# * the tolerant one, :func:`structure_document`, takes the decoded JSON field by field, converts what is
+#   tolerated and raises ``_Invalid(field)`` for the rest, so the error names the field. Both give the same
+#   model for the same input (a property test checks it).
 
 
 def _objects(value: Any, field: str) -> list[dict[str, Any]]:
@@ -171,26 +137,6 @@ def _objects(value: Any, field: str) -> list[dict[str, Any]]:
     return value
 
 
-_new_tuple: Final = tuple.__new__
-
-
-def _coordinates_fast(points: list[Any]) -> tuple[Coordinate, ...] | None:
-    """Objects whose ``x`` and ``y`` are floats, as Coordinates; ``None``: take the checked path.
-
-    A plain loop: measured faster than chains of ``map``/``itemgetter`` for the usual four points.
-    """
-    out = []
-    for point in points:
-        if type(point) is not dict:
-            return None
-        x = point.get("x")
-        y = point.get("y")
-        if type(x) is not float or type(y) is not float:
-            return None  # an int (or worse): the checked path converts or names the field
-        out.append(_new_tuple(Coordinate, (x, y)))
-    return tuple(out)
-
-
 def _coordinates(points: Any) -> tuple[Coordinate, ...]:
     out = []
     for point in _objects(points, "coordinates"):
@@ -199,7 +145,7 @@ def _coordinates(points: Any) -> tuple[Coordinate, ...]:
             raise _Invalid("x")
         if type(y) is not float and type(y) is not int:
             raise _Invalid("y")
-        out.append(_new_tuple(Coordinate, (float(x), float(y))))
+        out.append(Coordinate(float(x), float(y)))
     return tuple(out)
 
 
@@ -207,93 +153,7 @@ def _coordinate(data: Any, _: Any = None) -> Coordinate:
     return _coordinates([data])[0]
 
 
-# The wire keys of a report item: the model's fields in order, then the live spellings of two of them.
-_ITEM_KEYS: Final = (
-    "name",
-    "value",
-    "unit",
-    "unit_svc_id",
-    "range",
-    "result",
-    "result_id",
-    "display_result",
-    "id",
-    "vital_id",
-    "page_num",
-    "file_index",
-    "coordinates",
-    "svc_id",
-    "is_result_editable",
-    "date",
-    "eka_id",
-    "unit_eka_id",
-)
-_S, _I = _STR_OR_NONE, _INT_OR_NONE
-_ITEM_SIGNATURES: Final = _Signatures(
-    (_S, _S, _S, _S, _S, _S, _S, _S, _I, _S, _I, _I, _LIST_OR_NONE, _S, _BOOL_OR_NONE, _I, _S, _S)
-)
-_ITEM_ACCEPTED: Final = _ITEM_SIGNATURES.accepted
-
-
-def _slot_builder(cls: type[T]) -> Callable[..., T]:
-    """``build(*values)``: an instance of the frozen slotted attrs class ``cls`` from its fields' values in order,
-    without its ``__init__``: ``object.__new__`` and one slot setter per field (the setters are the slots' own
-    descriptors, so the instance is exactly what ``cls(*values)`` gives, still frozen to its users). For classes
-    whose fields all have ``init=True`` and no converters or validators; checked once, here, at import."""
-    fields = attrs.fields(cast("type[attrs.AttrsInstance]", cls))
-    if not all(f.init and f.converter is None and f.validator is None for f in fields):
-        raise TypeError(f"{cls.__name__} cannot be built slot by slot")
-    names = [f"v{i}" for i in range(len(fields))]
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    lines = [f"def build({', '.join(names)}):", "    self = _new(_cls)"]
-    for i, field in enumerate(fields):
-        namespace[f"_set{i}"] = cls.__dict__[field.name].__set__
-        lines.append(f"    _set{i}(self, v{i})")
-    lines.append("    return self")
-    exec("\n".join(lines), namespace)  # our own text, as attrs builds its methods
-    build: Callable[..., T] = namespace["build"]
-    sample = tuple(range(len(fields)))
-    if build(*sample) != cls(*sample):
-        raise TypeError(f"{cls.__name__} cannot be built slot by slot")
-    return build
-
-
-#: ReportItem(*values) at ~0.8 the cost of its frozen ``__init__`` (seven per document, measured).
-_new_item: Final = _slot_builder(ReportItem)
-
-
 def _report_item(data: Any, _: Any = None) -> ReportItem:
-    """One smart report item: the fast path when it fits, else :func:`_report_item_checked`."""
-    if type(data) is dict:
-        values = tuple(map(data.get, _ITEM_KEYS))
-        signature = tuple(map(type, values))
-        if signature in _ITEM_ACCEPTED or _ITEM_SIGNATURES.fits(signature):
-            (name, value, unit, unit_svc_id, range_, result, result_id, display_result, id_, vital_id, page_num,
-             file_index, points, svc_id, is_result_editable, date, eka_id, unit_eka_id) = values  # fmt: skip
-            coordinates = _coordinates_fast(points) if points else ()
-            if coordinates is not None:
-                return _new_item(
-                    name,
-                    value,
-                    unit,
-                    unit_eka_id if unit_svc_id is None else unit_svc_id,
-                    range_,
-                    result,
-                    result_id,
-                    display_result,
-                    id_,
-                    vital_id,
-                    page_num,
-                    file_index,
-                    coordinates,
-                    eka_id if svc_id is None else svc_id,
-                    is_result_editable,
-                    date,
-                )
-    return _report_item_checked(data)
-
-
-def _report_item_checked(data: Any) -> ReportItem:
     d = _dict(data, "smart_report item")
     get = d.get
     svc_id = get("svc_id")
@@ -336,16 +196,13 @@ def _smart_report(data: Any, _: Any = None) -> SmartReport:
 
 
 def parse_smart_report(data: Any) -> SmartReport:
-    """A smart report's JSON as :class:`SmartReport` (what :attr:`Document.smart_report` runs on first read)."""
+    """A smart report's JSON as :class:`SmartReport`; :class:`ResponseValidationError` naming the field."""
     if type(data) is not dict:
         raise ResponseValidationError("the response does not fit SmartReport: expected a JSON object")
     try:
         return _smart_report(data)
     except Exception as exc:
         raise _validation_error("SmartReport", exc) from exc
-
-
-_FILE_UNKNOWN: Final = FileType.UNKNOWN
 
 
 def _files(files: Any) -> tuple[FileEntry, ...]:
@@ -358,69 +215,50 @@ def _files(files: Any) -> tuple[FileEntry, ...]:
     return tuple(out)
 
 
-def _files_fast(files: list[Any]) -> tuple[FileEntry, ...] | None:
-    out = []
-    for entry in files:
-        if type(entry) is not dict:
-            return None
-        url = entry.get("asset_url")
-        if url is not None and type(url) is not str:
-            return None
-        kind = entry.get("file_type")
-        out.append(FileEntry(url, _FILE_TYPES.get(kind, _FILE_UNKNOWN) if type(kind) is str else _FILE_UNKNOWN))
-    return tuple(out)
-
-
-_DOCUMENT_KEYS: Final = ("document_id", "source", "document_date_epoch", "document_type", "dt", "tags", "files")
-_DOCUMENT_SIGNATURES: Final = _Signatures((_S, _S, _I, _S, _S, _LIST_OR_NONE, _LIST_OR_NONE))
-_DOCUMENT_ACCEPTED: Final = _DOCUMENT_SIGNATURES.accepted
+def _file_entry(data: Any, _: Any = None) -> FileEntry:
+    return _files([data])[0]
 
 
 def _document(data: Any, _: Any = None, document_id: str | None = None) -> Document:
-    """A document description: the fast path when it fits, else :func:`_document_checked`."""
-    if type(data) is dict:
-        values = tuple(map(data.get, _DOCUMENT_KEYS))
-        smart_report = data.get("smart_report")
-        signature = tuple(map(type, values))
-        if (signature in _DOCUMENT_ACCEPTED or _DOCUMENT_SIGNATURES.fits(signature)) and (
-            type(smart_report) in _DICT_OR_NONE
-        ):
-            doc_id, source, epoch, document_type, dt_, tags, files = values
-            if tags is None:
-                tags = ()
-            elif _ONLY_STR.issuperset(map(type, tags)):
-                tags = tuple(tags)
-            else:
-                tags = None
-            entries = _files_fast(files) if files else ()
-            if tags is not None and entries is not None:
-                if doc_id is None and "document_id" not in data:
-                    doc_id = document_id
-                return Document(
-                    doc_id, source, epoch, dt_ if document_type is None else document_type, tags, entries, smart_report
-                )
-    return _document_checked(data, document_id)
-
-
-def _document_checked(data: Any, document_id: str | None) -> Document:
     if type(data) is not dict:
         raise _Invalid("document")
     get = data.get
     document_type = get("document_type")
     if document_type is None:
         document_type = get("dt")
-    smart_report = get("smart_report")
-    if smart_report is not None and type(smart_report) is not dict:
-        raise _Invalid("smart_report")
+    report = get("smart_report")
+    doc_id = _str(get("document_id"), "document_id")
     return Document(
-        _str(get("document_id", document_id), "document_id"),
+        document_id if doc_id is None else doc_id,
         _str(get("source"), "source"),
         _int(get("document_date_epoch"), "document_date_epoch"),
         _str(document_type, "document_type"),
         _strs(get("tags"), "tags"),
         _files(get("files")),
-        smart_report,
+        None if report is None else _smart_report(report),
     )
+
+
+_decode_document_fast: Final = msgspec.json.Decoder(Document).decode
+_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError)
+
+
+def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:
+    """The fast path: a describe's response bytes as a :class:`Document`, or ``None`` when the body does not fit
+    it as it is (the caller then decodes the JSON and calls :func:`structure_document`, which tolerates more and
+    names the field that does not fit). ``document_id`` fills the id when the body has none."""
+    if _ENVELOPE_KEY in raw:  # possibly an encrypted body (or text that mentions it): the generic path decides
+        return None
+    try:
+        doc = _decode_document_fast(raw)
+    except _FAST_DECODE_ERRORS:
+        return None
+    if doc.document_id is None and document_id is not None:
+        _force_setattr(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
+    return doc
+
+
+_ENVELOPE_KEY: Final = b'"ciphertext"'
 
 
 def _list_item(data: Any, _: Any = None) -> DocumentListItem:
@@ -521,7 +359,7 @@ def _unstructure_document(doc: Document) -> dict[str, Any]:
     }
 
 
-_ITEM_FIELDS: Final = tuple(f.name for f in attrs.fields(ReportItem))
+_ITEM_FIELDS: Final = tuple(name for name in ReportItem.__struct_fields__ if not name.startswith("_"))
 _item_values: Final = operator.attrgetter(*_ITEM_FIELDS)
 
 
@@ -564,7 +402,8 @@ def _validation_error(model: str, exc: Exception) -> ResponseValidationError:
 
 
 def structure_document(data: Any, document_id: str | None = None) -> Document:
-    """Parse a document description; ``document_id`` fills the id when the body does not carry it."""
+    """Parse a document description (decoded JSON), tolerantly; ``document_id`` fills the id when the body has
+    none (absent or ``null``)."""
     try:
         return _document(data, None, document_id)
     except Exception as exc:
@@ -576,4 +415,3 @@ def unstructure(value: Any) -> Any:
     return converter.unstructure(value)
 
 
-_documents._parse_smart_report = parse_smart_report  # Document.smart_report's parser, without an import per read

@@ -164,6 +164,7 @@ class Session:
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
         url: URL | None = None,
+        decode: Callable[[bytes], Any] | None = None,
     ) -> Any:
         """Send one logical request (with retries) and return the decoded JSON of the success response.
 
@@ -174,6 +175,10 @@ class Session:
         ``url`` sends to another origin instead (a presigned storage form): then *nothing of ours* goes with it,
         no bearer token, no ``client-id``, no partner header, only ``headers`` as given and the ``User-Agent``;
         a 401 there is final. Redirects are never followed, to any origin (see :func:`_send`).
+
+        ``decode`` is a fast typed decoder for a 200's bytes (``describe``'s): what it returns is returned as it
+        is, unless it returns ``None``, which means "not for me" (an envelope, a body it does not fit): the body is
+        then decoded (and decrypted) as JSON like any other, for the caller's tolerant converter.
         """
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
@@ -202,6 +207,7 @@ class Session:
             policy,
         )
         req.first_timeout = first_timeout
+        req.decode = decode
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:
@@ -316,6 +322,11 @@ class Session:
             break
         if status >= 300:  # a redirect is never followed: it is an error, not the service's answer
             raise await self._error(req, status, headers, raw)
+        fast = req.decode
+        if fast is not None and status == 200:
+            value = fast(raw)
+            if value is not None:
+                return value
         data = self._decode(req, status, raw)
         return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
 
@@ -493,6 +504,7 @@ class _Request:
     __slots__ = (
         "body",
         "deadline",
+        "decode",
         "encrypt",
         "first_timeout",
         "foreign",
@@ -539,6 +551,8 @@ class _Request:
         self.policy = policy
         #: The prebuilt aiohttp timeout the first send may use (see :meth:`Session._attempt_timeout`), or None.
         self.first_timeout: aiohttp.ClientTimeout | None = None
+        #: The fast typed decoder of a 200's bytes, or None (see :meth:`Session.request`).
+        self.decode: Callable[[bytes], Any] | None = None
 
 
 #: Methods whose success may come with an empty body (the service answers PATCH and DELETE with 200 and nothing).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
 
@@ -11,7 +12,7 @@ import attrs
 from .. import _constants as C
 from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
 from .._config import NOT_GIVEN, NotGiven, path_segment
-from .._convert import structure, structure_document
+from .._convert import decode_document, structure, structure_document
 from .._convert_processing import structure_result
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
@@ -75,8 +76,10 @@ class Documents(Resource):
             idempotent=True,
             retry=retry,
             timeout=timeout,
+            decode=functools.partial(decode_document, document_id=document_id),
         )
-        return structure_document(data, document_id)
+        # the fast decode's Document, or the JSON of a body it did not fit, for the tolerant converter
+        return data if type(data) is Document else structure_document(data, document_id)
 
     async def result(
         self,
