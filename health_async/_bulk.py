@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._logging import logger
@@ -51,12 +52,11 @@ def known_length(items: object) -> int | None:
         return None
 
 
-class _Source(Generic[T]):
-    """The input, pulled by many workers: a sync iterator needs no lock, an async one gets one."""
+class _AsyncSource(Generic[T]):
+    """An async input, pulled by many workers: one at a time (an async generator cannot be re-entered)."""
 
-    def __init__(self, items: Iterable[T] | AsyncIterable[T]) -> None:
-        self._sync = iter(items) if not isinstance(items, AsyncIterable) else None
-        self._async = aiter(items) if isinstance(items, AsyncIterable) else None
+    def __init__(self, items: AsyncIterable[T]) -> None:
+        self._async = aiter(items)
         self._lock = asyncio.Lock()
         self._index = 0
         self.exhausted = False
@@ -65,15 +65,11 @@ class _Source(Generic[T]):
         if self.exhausted:
             return None
         try:
-            if self._sync is not None:
-                item = next(self._sync)
-            else:
-                assert self._async is not None
-                async with self._lock:
-                    if self.exhausted:  # another worker reached the end while this one waited
-                        return None  # type: ignore[unreachable]
-                    item = await anext(self._async)
-        except (StopIteration, StopAsyncIteration):
+            async with self._lock:
+                if self.exhausted:  # another worker reached the end while this one waited
+                    return None  # type: ignore[unreachable]
+                item = await anext(self._async)
+        except StopAsyncIteration:
             self.exhausted = True
             return None
         index = self._index
@@ -99,8 +95,9 @@ class BulkStream(AsyncIterator[R]):
     def __aiter__(self) -> BulkStream[R]:
         return self
 
-    async def __anext__(self) -> R:
-        return await self._results.__anext__()
+    def __anext__(self) -> Awaitable[R]:
+        # A plain def handing out the generator's own awaitable: no extra coroutine per item.
+        return self._results.__anext__()
 
     async def aclose(self) -> None:
         """Stop: cancel the idle workers, let running uploads finish (into :attr:`left_behind`), release all."""
@@ -169,24 +166,68 @@ async def _pool(
     drain: bool,
     left_behind: list[Any],
 ) -> AsyncGenerator[Any, None]:
-    source: _Source[T] = _Source(items)
-    window = asyncio.Semaphore(2 * concurrency)
-    results: asyncio.Queue[Any] = asyncio.Queue()
-    calling: set[asyncio.Task[Any]] = set()  # workers inside `call` (their request may be on the wire)
+    # Per-item cost matters here (tens of thousands of items, a few microseconds of request each), so the hot
+    # path avoids asyncio's general-purpose primitives: no coroutine is created per item by the pool itself.
+    loop = asyncio.get_running_loop()
+    # A sync input is pulled with a plain next() (no lock, no coroutine); an async one through _AsyncSource.
+    pull: Iterator[tuple[int, T]] | None = None if isinstance(items, AsyncIterable) else enumerate(items)
+    source: _AsyncSource[T] | None = _AsyncSource(items) if isinstance(items, AsyncIterable) else None
+    exhausted = False
+    # The window, hand-rolled: `free` slots, and the workers waiting for one, each on its own future; a slot
+    # given back goes straight to the first waiter (FIFO, like asyncio.Semaphore, without its per-call scans).
+    free = 2 * concurrency
+    blocked: deque[asyncio.Future[None]] = deque()
+    # The results, hand-rolled: a deque the consumer drains without suspending, and one future it waits on only
+    # when the deque is empty (set by the next worker that appends): one wake-up per batch of ready results.
+    ready: deque[Any] = deque()
+    wakeup: asyncio.Future[None] | None = None
+    calling: set[asyncio.Task[Any]] = set()  # with drain: workers inside `call` (their request may be on the wire)
     stopping = False
 
+    def give_back() -> None:
+        """Return one window slot: to the first worker waiting for it (skipping cancelled ones), else to ``free``."""
+        nonlocal free
+        while blocked:
+            slot = blocked.popleft()
+            if not slot.done():
+                slot.set_result(None)
+                return
+        free += 1
+
+    def push(entry: Any) -> None:
+        """Hand ``entry`` to the consumer, waking it if it waits (the workers' hot path inlines this)."""
+        nonlocal wakeup
+        ready.append(entry)
+        if wakeup is not None:
+            if not wakeup.done():
+                wakeup.set_result(None)
+            wakeup = None
+
     async def worker() -> None:
+        nonlocal free, exhausted, wakeup
         me = asyncio.current_task()
         assert me is not None
         try:
             while not stopping:
-                await window.acquire()
-                taken = await source.next()
+                if free:
+                    free -= 1
+                else:
+                    slot = loop.create_future()
+                    blocked.append(slot)
+                    await slot  # the slot was handed over by give_back()
+                if pull is not None:
+                    taken = None if exhausted else next(pull, None)
+                    if taken is None:
+                        exhausted = True
+                else:
+                    assert source is not None
+                    taken = await source.next()
                 if taken is None:
-                    window.release()
+                    give_back()
                     return
                 index, item = taken
-                calling.add(me)
+                if drain:
+                    calling.add(me)
                 try:
                     result: R | None = await call(item)
                     error: HealthError | None = None
@@ -196,17 +237,22 @@ async def _pool(
                     result, error = None, InvalidRequest(str(exc))
                     error.__cause__ = exc
                 finally:
-                    calling.discard(me)
-                results.put_nowait((index, wrap(item, result, error), error is not None))
+                    if drain:
+                        calling.discard(me)
+                ready.append((index, wrap(item, result, error), error is not None))  # push(), inlined
+                if wakeup is not None:
+                    if not wakeup.done():
+                        wakeup.set_result(None)
+                    wakeup = None
         except asyncio.CancelledError:
             # Cancelled by the consumer's cleanup (nobody reads this), or by the client closing mid-batch:
             # then the consumer must hear of it rather than see the batch end early as if complete.
-            results.put_nowait((-1, ClientClosedError("the client was closed while the batch was running"), True))
+            push((-1, ClientClosedError("the client was closed while the batch was running"), True))
             raise
         except BaseException as exc:  # a bug or the input's own exception: stop the batch, re-raised below
-            results.put_nowait((-1, exc, True))
+            push((-1, exc, True))
         finally:
-            results.put_nowait(_DONE)
+            push(_DONE)
 
     workers = [session.spawn(worker()) for _ in range(concurrency)]
     running = len(workers)
@@ -215,7 +261,11 @@ async def _pool(
     next_index = 0
     try:
         while running:
-            entry = await results.get()
+            if not ready:
+                wakeup = loop.create_future()
+                await wakeup
+                continue
+            entry = ready.popleft()
             if entry is _DONE:
                 running -= 1
                 continue
@@ -227,17 +277,21 @@ async def _pool(
             if progress is not None:
                 progress(done, failed, total)
             if not ordered:
-                window.release()
+                if blocked:
+                    give_back()
+                else:
+                    free += 1  # give_back(), inlined
                 yield value
                 continue
             pending[index] = value
             while next_index in pending:
-                window.release()
+                give_back()
                 value = pending.pop(next_index)
                 next_index += 1
                 yield value
     finally:
         stopping = True
+        wakeup = None
         finishing = [task for task in workers if task in calling] if drain else []
         for task in workers:
             if task not in finishing:
@@ -246,8 +300,7 @@ async def _pool(
         await asyncio.shield(asyncio.gather(*workers, return_exceptions=True))
         if drain:
             left_behind.extend(pending[i] for i in sorted(pending))
-            while not results.empty():
-                entry = results.get_nowait()
+            for entry in ready:
                 if entry is not _DONE and entry[0] >= 0:
                     left_behind.append(entry[1])
             if left_behind:

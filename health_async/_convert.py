@@ -413,5 +413,3 @@ def structure_document(data: Any, document_id: str | None = None) -> Document:
 def unstructure(value: Any) -> Any:
     """Models as plain JSON-ready data (readable attribute names, enums as their values)."""
     return converter.unstructure(value)
-
-

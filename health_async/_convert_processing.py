@@ -11,8 +11,7 @@ import binascii
 import math
 from typing import Any, Final, cast
 
-import orjson
-
+from . import _json
 from ._convert import _dict, _Invalid, _objects, _str, _validation_error, converter
 from .errors import ResponseValidationError
 from .models import ExtractedTest, ProcessingError, ProcessingResult, ProcessingStatus, ReferenceRange
@@ -75,8 +74,8 @@ def _range(value: Any) -> ReferenceRange | None:
         if not value.strip():
             return None
         try:
-            value = orjson.loads(value)
-        except orjson.JSONDecodeError:
+            value = _json.loads(value)
+        except _json.JSONDecodeError:
             return None
     if type(value) is not dict:
         return None
@@ -203,7 +202,7 @@ def decode_fhir(data: Any) -> dict[str, Any]:
     text = data.strip()
     try:
         raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_" if "-" in text or "_" in text else None)
-        bundle = orjson.loads(raw)
+        bundle = _json.loads(raw)
     except (binascii.Error, ValueError):
         raise ResponseValidationError(
             "the response does not fit ProcessingResult: field data.fhir is not base64 of JSON"

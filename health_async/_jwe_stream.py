@@ -16,10 +16,10 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 
-import orjson
 import pybase64
 from cryptography.hazmat.primitives.ciphers import Cipher, modes
 
+from . import _json
 from ._files import FileSource
 from .jwe import DEFAULT_PROTECTED, JweKey, _TagMac
 
@@ -54,7 +54,7 @@ def encrypted_upload_body(
         raise ValueError("key_id must be a printable str")
     ciphertext_size = (plaintext_size(source.size) // 16 + 1) * 16
     protected = DEFAULT_PROTECTED.encode("ascii")
-    kid_part = b',"kid":' + orjson.dumps(kid) if kid is not None else b""
+    kid_part = b',"kid":' + _json.dumps(kid) if kid is not None else b""
 
     def head(iv_b64: bytes) -> bytes:
         return b'{"protected":"' + protected + b'","iv":"' + iv_b64 + b'"' + kid_part + b',"ciphertext":"'

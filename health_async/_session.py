@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 import attrs
-import orjson
 import tenacity
 from aiohttp import hdrs
 from yarl import URL
 
 from . import _constants as C
+from . import _json
 from ._config import NOT_GIVEN, NotGiven
 from ._files import StreamBody
 from ._limits import Limits, Overdue
@@ -377,7 +377,7 @@ class Session:
             headers = {**bearer, **req.headers}
         data: Any = None
         if req.json is not None:
-            payload = orjson.dumps(req.json)
+            payload = _json.dumps(req.json)
             if req.encrypt:
                 payload = await self._encrypt(payload)
                 headers[C.H_ENCRYPTION] = "JWE"
@@ -441,8 +441,8 @@ class Session:
         if status == 204 or (not raw and req.method in _EMPTY_OK):
             return None
         try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            return _json.loads(raw)
+        except _json.JSONDecodeError:
             raise ResponseValidationError(
                 f"{req.operation}: the service answered HTTP {status} with a body that is not JSON"
             ) from None
@@ -451,8 +451,8 @@ class Session:
         if not raw:
             return ""
         try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            data = _json.loads(raw)
+        except _json.JSONDecodeError:
             return raw.decode("utf-8", "replace")
         if _looks_encrypted(data) and self.config.encryption_key is not None:
             try:
@@ -468,7 +468,7 @@ class Session:
 
         assert self.config.encryption_key is not None
         envelope = await jwe.encrypt_async(plaintext, self.config.encryption_key, kid=self.config.key_id)
-        return orjson.dumps(envelope)
+        return _json.dumps(envelope)
 
     async def _decrypt(self, envelope: dict[str, Any], operation: str) -> Any:
         """The JSON inside an encrypted body; a body that only looked encrypted is returned as it is."""
@@ -481,8 +481,8 @@ class Session:
             raise EncryptionError(f"{operation}: the response is encrypted but the client has no encryption_key")
         plaintext = await jwe.decrypt_async(envelope, key)
         try:
-            return orjson.loads(plaintext)
-        except orjson.JSONDecodeError:
+            return _json.loads(plaintext)
+        except _json.JSONDecodeError:
             raise ResponseValidationError(f"{operation}: the decrypted response is not JSON") from None
 
     def _url(self, path: str) -> URL:

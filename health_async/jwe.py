@@ -66,10 +66,10 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
-import orjson
 import pybase64
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from . import _json
 from .errors import EncryptionError
 
 __all__ = [
@@ -267,7 +267,7 @@ def _decoded_length(text: str) -> int:
 def _check_header(protected: str) -> None:
     if protected == DEFAULT_PROTECTED:
         return
-    header = orjson.loads(_b64url_decode(protected))
+    header = _json.loads(_b64url_decode(protected))
     if (
         type(header) is not dict
         or header.get("alg") != ALG
@@ -464,7 +464,7 @@ def encrypt(
     else:
         try:
             _check_header(protected)
-        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
+        except (ValueError, TypeError, binascii.Error, _json.JSONDecodeError):
             raise ValueError("protected must be the canonical base64url of a dir / A128CBC-HS256 JWE header") from None
         aad = protected.encode("ascii")
     if kid is not None and (type(kid) is not str or not kid.isprintable()):
@@ -599,7 +599,7 @@ def decrypt(envelope: Mapping[str, Any], key: str | bytes | JweKey, *, allow_leg
         if not isinstance(envelope, Mapping):
             raise TypeError
         return _decrypt(envelope, k, allow_legacy)
-    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error, orjson.JSONDecodeError):
+    except (ValueError, TypeError, KeyError, UnicodeError, binascii.Error, _json.JSONDecodeError):
         raise EncryptionError(_FAILED) from None
 
 

@@ -43,9 +43,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
 import attrs
-import orjson
 from aiohttp import web
 
+from . import _json
 from ._logging import logger
 from .errors import InvalidRequest, WebhookSignatureError
 
@@ -229,8 +229,8 @@ def verify(
         )
 
     try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        payload = _json.loads(body)
+    except _json.JSONDecodeError:
         raise WebhookSignatureError("webhook refused: the body is not valid JSON") from None
     if type(payload) is not dict:
         raise WebhookSignatureError("webhook refused: the body is not a JSON object")

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import IO, Any
 
 import attrs
-import orjson
 
+from .. import _json
 from .._bulk import BulkStream
 from .._convert import unstructure
 from ..errors import ApiError, HealthError, OutcomeUnknown, TransportError
@@ -59,7 +59,7 @@ def emit(obj: Any, out: IO[str] | None = None) -> None:
     else:
         obj = unstructure(obj)
     stream = out or sys.stdout
-    stream.write(orjson.dumps(obj).decode() + "\n")
+    stream.write(_json.dumps(obj).decode() + "\n")
     stream.flush()
 
 

@@ -20,8 +20,7 @@ import asyncio
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
-import orjson
-
+from .. import _json
 from ._output import Command
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
                 "unknown_outcome": status.unknown,
                 "unknown_keys": list(status.unknown_keys),
             }
-            sys.stdout.write(orjson.dumps(data).decode() + "\n")
+            sys.stdout.write(_json.dumps(data).decode() + "\n")
         else:
             out = sys.stdout
             out.write(f"{status.op or 'ingest'}: {status.total} items\n")

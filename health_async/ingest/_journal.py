@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, Final, TypeVar
 
 import attrs
-import orjson
 
+from .. import _json
 from ..errors import InvalidRequest
 from ._work import WorkResult
 
@@ -232,7 +232,7 @@ class Journal:
                     )
                 else:
                     invalid += 1
-                    line = orjson.dumps(
+                    line = _json.dumps(
                         {"index": index, "error": {"type": "InvalidRequest", "message": error, "retryable": False}}
                     )
                     cursor = db.execute(
@@ -262,8 +262,8 @@ class Journal:
         db = self.db
         for raw in _complete_lines(rest):
             try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
+                obj = _json.loads(raw)
+            except _json.JSONDecodeError:
                 break
             if not isinstance(obj, dict) or "error" in obj or not isinstance(obj.get("key"), str):
                 break  # the failure tail (regenerated at the end of a complete run) or foreign bytes
@@ -321,7 +321,7 @@ class Journal:
         output's new offset in one transaction. A crash between the two leaves lines that :meth:`recover`
         adopts; a crash during the write leaves a partial line that it cuts."""
         out = self._require_out()
-        lines = [orjson.dumps({"key": r.key, **r.line}) + b"\n" for r in results if r.ok]
+        lines = [_json.dumps({"key": r.key, **r.line}) + b"\n" for r in results if r.ok]
         if lines:
             out.write(b"".join(lines))
             os.fsync(out.fileno())
@@ -333,7 +333,7 @@ class Journal:
             if done:
                 db.executemany("UPDATE items SET state = 'done', line = NULL WHERE key = ?", done)
             failed = [
-                (UNKNOWN if r.unknown else FAILED, int(r.retryable), orjson.dumps(r.line), r.key)
+                (UNKNOWN if r.unknown else FAILED, int(r.retryable), _json.dumps(r.line), r.key)
                 for r in results
                 if not r.ok
             ]
@@ -362,13 +362,13 @@ class Journal:
             "SELECT key, idx, state, line FROM items WHERE state IN (?, ?) ORDER BY rowid", (FAILED, UNKNOWN)
         ):
             if line is not None:
-                body = orjson.loads(line)
+                body = _json.loads(line)
             else:
                 body = {"index": idx, "error": {"type": "OutcomeUnknown", "message": UNKNOWN_MESSAGE}}
             if state == UNKNOWN:
                 body["error"]["retryable"] = False
                 body["error"]["outcome"] = "unknown"
-            buffer.append(orjson.dumps({"key": key, **body}) + b"\n")
+            buffer.append(_json.dumps({"key": key, **body}) + b"\n")
             written += 1
             if len(buffer) >= 1024:
                 out.write(b"".join(buffer))

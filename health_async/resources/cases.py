@@ -7,9 +7,9 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
-import orjson
-
-from .. import _convert_records  # noqa: F401  (registers the case parsing hooks)
+from .. import (
+    _convert_records,  # noqa: F401  (registers the case parsing hooks)
+    )
 from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
 from .._constants import H_PT_ID
 from .._convert import structure
@@ -258,10 +258,22 @@ def _optional(
         if not isinstance(partner_meta, Mapping) or not all(isinstance(k, str) for k in partner_meta):
             raise InvalidRequest("partner_meta must be a mapping with string keys")
         meta = dict(partner_meta)
-        try:
-            orjson.dumps(meta)
-        except TypeError:
+        if not _plain_json(meta):
             raise InvalidRequest(
                 "partner_meta must hold only JSON values (str, int, float, bool, None, lists, dicts)"
-            ) from None
+            )
         body["partner_meta"] = meta
+
+
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is made of JSON's own types only (an encoder would also take a set, a tuple, a date, ...,
+    and send something the caller may not expect); at most 32 levels deep."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return True
+    if depth >= 32:
+        return False
+    if isinstance(value, list):
+        return all(_plain_json(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain_json(v, depth + 1) for k, v in value.items())
+    return False

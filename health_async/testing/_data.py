@@ -7,8 +7,8 @@ import uuid
 from typing import Any
 
 import attrs
-import orjson
 
+from .. import _json
 from .._aadhaar import verhoeff_digit
 
 __all__ = ["FakeData", "make_document", "make_profile"]
@@ -157,7 +157,7 @@ class FakeData:
                 document_id = _uuid(rng)
                 date = 1_690_000_000 + n * 3600
                 doc = make_document(rng, document_id, date=date)
-                docs[document_id] = orjson.dumps(doc)
+                docs[document_id] = _json.dumps(doc)
                 items.append(
                     {
                         "document_id": document_id,
@@ -175,7 +175,7 @@ class FakeData:
                 )
             documents[user] = docs
             list_items[user] = items
-        profiles = {user: orjson.dumps(make_profile(rng, user)) for user in user_ids}
+        profiles = {user: _json.dumps(make_profile(rng, user)) for user in user_ids}
         valid = [_aadhaar(rng) for _ in range(5)]
         failing = {
             _aadhaar(rng): (500, _abha_error(500, "Too many requests", "ABDM-1022", "Too many requests, try later")),

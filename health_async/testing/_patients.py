@@ -30,10 +30,10 @@ import random
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
 from aiohttp import web
 
 from .. import _constants as C
+from .. import _json
 from ._domain import Domain
 
 if TYPE_CHECKING:
@@ -416,14 +416,14 @@ class FakePatients(Domain):
         body = await self.server._read_json(request, rec)
         if not isinstance(body, dict) or not body:
             return self._bad("Invalid JSON body")
-        profile = orjson.loads(raw)
+        profile = _json.loads(raw)
         if (message := self._apply(profile, body, bg_key="bg")) is not None:
             return self._bad(message)
         if "mobile" in body:  # EMR user profiles keep the E.164 form
             profile["mobile"] = body["mobile"]
             profile.pop("ccd", None)
         profile["u_ate"] = int(profile.get("u_ate") or 0) + 1
-        self.server.data.profiles[oid] = orjson.dumps(profile)
+        self.server.data.profiles[oid] = _json.dumps(profile)
         return self.server._json(request, {"message": "Profile updated successfully"})
 
     def reset(self) -> None:

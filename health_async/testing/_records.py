@@ -20,10 +20,10 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
 from aiohttp import web
 
 from .. import _constants as C
+from .. import _json
 from ..resources._polling import PATH_RESULT
 from ._data import _TESTS
 from ._domain import Domain
@@ -113,7 +113,7 @@ class FakeRecords(Domain):
             return self.server._json(request, {"status": "deleted", "error": []})
         if polls <= self.polls_to_complete or now - first < self.seconds_to_complete:
             return self.server._json(request, {"status": "queued" if polls == 1 else "inprogress", "error": []})
-        doc = orjson.loads(raw)
+        doc = _json.loads(raw)
         errors = self._failed.get(document_id)
         if errors is None and (doc.get("upload") or {}).get("ends_in_error"):
             errors = [_PARSE_ERROR]
@@ -126,7 +126,7 @@ _PARSE_ERROR: Final = {"code": 422, "message": "the document could not be parsed
 
 
 def _range_json(low: float, high: float) -> str:
-    return orjson.dumps({"low": low, "high": high}).decode()
+    return _json.dumps({"low": low, "high": high}).decode()
 
 
 def completed_result(doc: dict[str, Any], document_id: str) -> dict[str, Any]:
@@ -222,5 +222,5 @@ def completed_result(doc: dict[str, Any], document_id: str) -> dict[str, Any]:
     return {
         "status": "completed",
         "error": [],
-        "data": {"fhir": base64.b64encode(orjson.dumps(bundle)).decode(), "output": {"data": tests, "pii": pii}},
+        "data": {"fhir": base64.b64encode(_json.dumps(bundle)).decode(), "output": {"data": tests, "pii": pii}},
     }

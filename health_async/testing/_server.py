@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import attrs
-import orjson
 from aiohttp import BodyPartReader, web
 
 from .. import _constants as C
+from .. import _json
 from . import _abha, _domain, _patients, _records, _storage
 from ._data import FakeData
 
@@ -301,13 +301,13 @@ class FakeHealthServer:
             )
         return web.Response(
             status=fault.status or 500,
-            body=orjson.dumps(body),
+            body=_json.dumps(body),
             headers=headers,
             content_type=fault.content_type or "application/json",
         )
 
     async def _truncated(self, request: web.Request, fault: Fault) -> web.StreamResponse:
-        body = fault.body if isinstance(fault.body, bytes) else orjson.dumps({"document_id": "x", "tags": ["a" * 200]})
+        body = fault.body if isinstance(fault.body, bytes) else _json.dumps({"document_id": "x", "tags": ["a" * 200]})
         response = web.StreamResponse(status=fault.status or 200)
         response.content_type = "application/json"
         response.content_length = len(body)
@@ -318,7 +318,7 @@ class FakeHealthServer:
         return response
 
     def _json(self, request: web.Request, payload: Any, status: int = 200) -> web.Response:
-        return self._body(request, orjson.dumps(payload), status)
+        return self._body(request, _json.dumps(payload), status)
 
     def _body(self, request: web.Request, body: bytes, status: int = 200) -> web.Response:
         if status < 300 and (self.encrypt_responses or request.headers.get(C.H_ENCRYPTION) == "JWE"):
@@ -326,7 +326,7 @@ class FakeHealthServer:
 
             envelope = jwe.encrypt(body, self._key)
             del envelope["protected"]  # as the service's responses: no protected, no kid
-            body = orjson.dumps(envelope)
+            body = _json.dumps(envelope)
         return web.Response(status=status, body=body, content_type="application/json")
 
     async def _read_json(self, request: web.Request, rec: RecordedRequest) -> Any:
@@ -337,14 +337,14 @@ class FakeHealthServer:
         raw = await request.read()
         rec.body_size = len(raw)
         try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            data = _json.loads(raw)
+        except _json.JSONDecodeError:
             return _BAD
         rec.json = data
         if request.headers.get(C.H_ENCRYPTION) == "JWE":
             try:
-                data = orjson.loads(jwe.decrypt(data, self._key))
-            except (EncryptionError, orjson.JSONDecodeError):
+                data = _json.loads(jwe.decrypt(data, self._key))
+            except (EncryptionError, _json.JSONDecodeError):
                 return _BAD
             rec.plaintext = data
         return data
@@ -453,7 +453,7 @@ class FakeHealthServer:
                 # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py)
                 "upload": {"size": size, "sha256": sha256, "ends_in_error": ends_in_error},
             }
-            self.data.documents.setdefault(user, {})[document_id] = orjson.dumps(doc)
+            self.data.documents.setdefault(user, {})[document_id] = _json.dumps(doc)
         return self._json(request, {"document_id": ids[0]})
 
     async def _aadhaar_init(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:

@@ -41,10 +41,10 @@ import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import orjson
 from aiohttp import BodyPartReader, web
 
 from .. import _constants as C
+from .. import _json
 from ._domain import Domain
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ class FakeStorage(Domain):
             "upload": {"files": [{"size": size, "sha256": sha} for _, (size, sha) in sorted(pending.stored.items())]},
         }
         data = self.server.data
-        data.documents.setdefault(pending.user, {})[document_id] = orjson.dumps(doc)
+        data.documents.setdefault(pending.user, {})[document_id] = _json.dumps(doc)
         now = self._tick()
         data.list_items.setdefault(pending.user, []).append(
             {
@@ -382,7 +382,7 @@ class FakeStorage(Domain):
             not isinstance(tags, list) or not all(isinstance(t, str) and 2 <= len(t) <= 20 for t in tags)
         ):
             return web.json_response({"message": "invalid tags"}, status=400)
-        doc = orjson.loads(raw)
+        doc = _json.loads(raw)
         if body.get("dt") is not None:
             doc.pop("dt", None)
             doc["document_type"] = body["dt"]
@@ -397,7 +397,7 @@ class FakeStorage(Domain):
         documents = self.server.data.documents
         owner = body.get("oid") or user
         del documents[user][document_id]
-        documents.setdefault(owner, {})[document_id] = orjson.dumps(doc)
+        documents.setdefault(owner, {})[document_id] = _json.dumps(doc)
         return web.Response(status=200)  # the live service's answer: 200, empty body
 
     async def _delete_document(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:

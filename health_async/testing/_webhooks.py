@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 
 import aiohttp
-import orjson
 from yarl import URL
 
+from .. import _json
 from .._config import _is_loopback
 from ..errors import InvalidRequest
 from ..webhooks import SIGNATURE_HEADER, WebhookSecret, compute_signature
@@ -52,7 +52,7 @@ async def send_webhook(
         raise InvalidRequest("send_webhook needs an http(s) URL on loopback") from None
     if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
         raise InvalidRequest("send_webhook only posts to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
-    body = orjson.dumps(event)
+    body = _json.dumps(event)
     headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, secret, timestamp=timestamp)}
     if session is not None:
         async with session.post(parsed, data=body, headers=headers) as response:
