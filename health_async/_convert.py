@@ -15,7 +15,6 @@ hooks that cattrs generates with renames, strict primitive hooks below them.
 from __future__ import annotations
 
 import datetime as dt
-import operator
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
@@ -35,6 +34,7 @@ from .models import (
     FileType,
     Profile,
     ReportItem,
+    ResultFlag,
     SmartReport,
     UploadResult,
 )
@@ -341,33 +341,31 @@ converter.register_structure_hook(
 
 
 def _unstructure_document(doc: Document) -> dict[str, Any]:
-    # By hand, not through cattrs' generated functions: bulk output (the CLI, ingest) writes every document.
-    report = doc.smart_report
-    return {
-        "document_id": doc.document_id,
-        "source": doc.source,
-        "document_date_epoch": doc.document_date_epoch,
-        "document_type": doc.document_type,
-        "tags": list(doc.tags),
-        "files": [{"asset_url": f.asset_url, "file_type": f.file_type.value} for f in doc.files],
-        "smart_report": None
-        if report is None
-        else {
-            "verified": [_unstructure_report_item(item) for item in report.verified],
-            "unverified": [_unstructure_report_item(item) for item in report.unverified],
-        },
-    }
+    # Bulk output (the CLI, ingest) writes every document: msgspec turns the whole tree into plain data in C
+    # (enums as values, tuples as lists, coordinates as {"x", "y"} objects); then the live-spelling slots (always
+    # None once read) are dropped and each item gets its flag's name.
+    out: dict[str, Any] = _to_builtins(doc)
+    del out["dt"]
+    report = out["smart_report"]
+    if report is not None:
+        for items in (report["verified"], report["unverified"]):
+            for item in items:
+                _finish_report_item(item)
+    return out
 
 
-_ITEM_FIELDS: Final = tuple(name for name in ReportItem.__struct_fields__ if not name.startswith("_"))
-_item_values: Final = operator.attrgetter(*_ITEM_FIELDS)
+def _finish_report_item(item: dict[str, Any]) -> dict[str, Any]:
+    del item["eka_id"], item["unit_eka_id"]
+    item["flag"] = _FLAG_NAMES.get(item["result_id"], "UNKNOWN")
+    return item
 
 
 def _unstructure_report_item(item: ReportItem) -> dict[str, Any]:
-    out: dict[str, Any] = dict(zip(_ITEM_FIELDS, _item_values(item), strict=True))
-    out["coordinates"] = [{"x": x, "y": y} for x, y in item.coordinates]
-    out["flag"] = item.flag.name
-    return out
+    return _finish_report_item(_to_builtins(item))
+
+
+_to_builtins: Final = msgspec.to_builtins
+_FLAG_NAMES: Final[dict[object, str]] = {flag.value: flag.name for flag in ResultFlag}
 
 
 converter.register_unstructure_hook(Coordinate, lambda point: {"x": point.x, "y": point.y})
