@@ -5,10 +5,17 @@ Design (one piece of code for ``describe_many`` and ``upload_many``):
 * ``concurrency`` worker tasks, started with :meth:`Session.spawn` so closing the client cancels them; never a
   task per input item. Workers pull the next item themselves, so an unbounded (async) generator is consumed
   lazily.
-* A window semaphore bounds the items taken from the input but not yet handed to the consumer (``2 *
-  concurrency``): memory stays O(concurrency) whatever the input's length and however slow the consumer, and
-  with ``ordered=True`` it bounds the reorder buffer too.
-* ``run`` turns every :class:`~health_async.errors.HealthError` of one item into that item's result; input
+* A window of ``2 * concurrency`` slots bounds the items taken from the input but not yet handed to the
+  consumer: memory stays O(concurrency) whatever the input's length and however slow the consumer, and with
+  ``ordered=True`` it bounds the reorder buffer too.
+* Cheap per item (batches of tens of thousands, each call a few tens of microseconds of CPU): beyond ``call`` and
+  ``wrap``, the pool creates no coroutine, task or lock per item of a sync input, pulled with a plain ``next()``
+  (an async input is pulled one worker at a time, without a fair lock's convoy: see :class:`_AsyncSource`). The
+  window and the results channel are hand-rolled (a slot counter with a FIFO of waiting workers; a deque the
+  consumer drains, woken once per batch of ready results) instead of ``asyncio.Semaphore`` and ``asyncio.Queue``;
+  :meth:`BulkStream.__anext__` hands out the generator's own awaitable. ``benchmarks/pool_bench.py`` measures
+  what is left.
+* ``run_pool`` turns every :class:`~health_async.errors.HealthError` of one item into that item's result; input
   problems detected before sending (``ValueError``, ``TypeError``, ``OSError``) become
   :class:`~health_async.errors.InvalidRequest` results. Anything else is a bug: it stops the batch and is raised.
   Closing the client mid-batch raises :class:`~health_async.errors.ClientClosedError` from the iteration, so
@@ -53,25 +60,42 @@ def known_length(items: object) -> int | None:
 
 
 class _AsyncSource(Generic[T]):
-    """An async input, pulled by many workers: one at a time (an async generator cannot be re-entered)."""
+    """An async input, pulled by many workers: one at a time (an async generator cannot be re-entered).
+
+    Not an ``asyncio.Lock``: a fair lock, once the input has suspended once (a page read from a database, say),
+    lets every later worker in only through its queue of waiters, one per event-loop iteration, for the rest of
+    the batch: a lock convoy that cost ~30 µs an item (measured with an input that pauses every 512 items). Here
+    a worker that finds the input free takes it at once, and the workers that found it busy are all woken when it
+    is released: the input is held only while ``anext`` runs, and usually that does not suspend.
+    """
 
     def __init__(self, items: AsyncIterable[T]) -> None:
         self._async = aiter(items)
-        self._lock = asyncio.Lock()
+        self._busy = False
+        self._waiting: list[asyncio.Future[None]] = []
         self._index = 0
         self.exhausted = False
 
     async def next(self) -> tuple[int, T] | None:
+        while self._busy:  # another worker is inside anext(), which has suspended
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter
         if self.exhausted:
             return None
+        self._busy = True
         try:
-            async with self._lock:
-                if self.exhausted:  # another worker reached the end while this one waited
-                    return None  # type: ignore[unreachable]
-                item = await anext(self._async)
+            item = await anext(self._async)
         except StopAsyncIteration:
             self.exhausted = True
             return None
+        finally:
+            self._busy = False
+            if self._waiting:
+                waiting, self._waiting = self._waiting, []
+                for waiter in waiting:
+                    if not waiter.done():
+                        waiter.set_result(None)
         index = self._index
         self._index += 1
         return index, item
@@ -166,8 +190,7 @@ async def _pool(
     drain: bool,
     left_behind: list[Any],
 ) -> AsyncGenerator[Any, None]:
-    # Per-item cost matters here (tens of thousands of items, a few microseconds of request each), so the hot
-    # path avoids asyncio's general-purpose primitives: no coroutine is created per item by the pool itself.
+    # The hot path (per item) avoids asyncio's general-purpose primitives; see the module docstring.
     loop = asyncio.get_running_loop()
     # A sync input is pulled with a plain next() (no lock, no coroutine); an async one through _AsyncSource.
     pull: Iterator[tuple[int, T]] | None = None if isinstance(items, AsyncIterable) else enumerate(items)
@@ -214,7 +237,9 @@ async def _pool(
                 else:
                     slot = loop.create_future()
                     blocked.append(slot)
-                    await slot  # the slot was handed over by give_back()
+                    # Handed over by give_back(). Were this worker cancelled after the hand-over, the slot would
+                    # be lost: harmless, workers are only cancelled when the batch is ending.
+                    await slot
                 if pull is not None:
                     taken = None if exhausted else next(pull, None)
                     if taken is None:
