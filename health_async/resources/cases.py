@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from .. import (
     _convert_records,  # noqa: F401  (registers the case parsing hooks)
-    )
+)
 from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
 from .._constants import H_PT_ID
 from .._convert import structure
@@ -259,9 +259,7 @@ def _optional(
             raise InvalidRequest("partner_meta must be a mapping with string keys")
         meta = dict(partner_meta)
         if not _plain_json(meta):
-            raise InvalidRequest(
-                "partner_meta must hold only JSON values (str, int, float, bool, None, lists, dicts)"
-            )
+            raise InvalidRequest("partner_meta must hold only JSON values (str, int, float, bool, None, lists, dicts)")
         body["partner_meta"] = meta
 
 
