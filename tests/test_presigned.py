@@ -20,11 +20,14 @@ from health_async.errors import (
     FileTooLarge,
     InvalidRequest,
     OutcomeUnknown,
+    ProcessingFailed,
     ResponseValidationError,
     UploadFailed,
 )
+from health_async.models import ProcessingStatus
 from health_async.models._records import PresignedEntry, PresignedForm
 from health_async.resources import _presigned
+from health_async.resources._polling import PollPolicy
 from health_async.testing import FakeHealthServer, Fault
 
 FAST = RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
@@ -116,6 +119,30 @@ async def test_storage_host_gets_nothing_of_ours(client: HealthClient, server: F
     names = {k.lower() for k in form.headers}
     assert not names & {"authorization", "client-id", "x-pt-id", "x-partner-pt-id", "x-hip-id", "cookie"}
     assert server.token not in str(form.headers) and server.client_id not in str(form.headers)
+
+
+async def test_content_ending_in_error_fails_processing_as_on_the_direct_route(
+    client: HealthClient, server: FakeHealthServer
+) -> None:
+    quick = PollPolicy(first_poll=0.005, max_poll=0.01)
+    fine = await client.documents.create(pdf())
+    broken = await client.documents.create(pdf() + b"error")
+    pages = await client.documents.create([pdf(3000, b"a"), pdf(3000, b"b") + b"error"])  # one page is enough
+    assert {fine.route, broken.route, pages.route} == {"presigned"}
+    marked = {r.fields["key"].split("/", 1)[1]: r.ends_in_error for r in server.storage.received}
+    assert marked == {
+        f"{fine.document_id}/0": False,
+        f"{broken.document_id}/0": True,
+        f"{pages.document_id}/0": False,
+        f"{pages.document_id}/1": True,
+    }
+
+    done = await client.documents.wait_for_result(fine.document_id, poll=quick)
+    assert done.status is ProcessingStatus.COMPLETED and done.tests
+    for result in (broken, pages):
+        with pytest.raises(ProcessingFailed) as info:
+            await client.documents.wait_for_result(result.document_id, poll=quick)
+        assert info.value.document_id == result.document_id and info.value.errors
 
 
 async def test_redirect_from_storage_is_not_followed(client: HealthClient, server: FakeHealthServer) -> None:

@@ -10,6 +10,9 @@ ABHA registration or login, one question at a time, with the guided flows of ``c
   tokens. Messages go to stderr.
 * Exit status: 0 done; 1 an error (one line: its type and message); 130 cancelled (Ctrl-C or end of input: no
   traceback, nothing more sent).
+* ``X-Pt-Id`` is sent only when ``--user-id OID`` is given on the command itself: never from ``HEALTH_ASYNC_USER_ID``
+  (that is the OID of the records work; an ABHA registration or login is for a person who may have no OID yet, and
+  must not be tied to, nor reveal, whatever OID is configured). See :func:`abha_headers`.
 
 Answers are read through a prompt function (:data:`PROMPT`, default :func:`default_prompt`): tests pass their own
 to :func:`run_register` / :func:`run_login` or replace :data:`PROMPT`.
@@ -26,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
+from .. import _constants as C
 from .._aadhaar import normalize_aadhaar
 from .._mobile import normalize_mobile
 from ..errors import (
@@ -41,13 +45,22 @@ from ..errors import (
 )
 from ..models import AbhaAccount, FlowStep, LoginMethod, NewAbhaProfile
 from ..resources._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
-from ..resources.abha import normalize_abha_address, normalize_abha_number
+from ..resources.abha import AbhaHeaders, normalize_abha_address, normalize_abha_number
 from ._output import Command, emit
 
 if TYPE_CHECKING:
     from .._client import HealthClient
 
-__all__ = ["NO_CLIENT", "PROMPT", "Prompt", "add_commands", "default_prompt", "run_login", "run_register"]
+__all__ = [
+    "NO_CLIENT",
+    "PROMPT",
+    "Prompt",
+    "abha_headers",
+    "add_commands",
+    "default_prompt",
+    "run_login",
+    "run_register",
+]
 
 #: Commands of this module that run without a HealthClient built by ``cli.run`` (they get ``None``).
 NO_CLIENT: frozenset[str] = frozenset()
@@ -80,6 +93,16 @@ def default_prompt(question: str, *, secret: bool = False) -> str:
 
 #: The prompt the commands use when none is given.
 PROMPT: Prompt = default_prompt
+
+
+def abha_headers(args: argparse.Namespace) -> AbhaHeaders:
+    """The headers of every ABHA call of a command: ``X-Pt-Id`` only from ``--user-id`` given on the command line.
+
+    ``user_id`` is always passed (``None`` when the flag is absent), so the client's default ``user_id`` (from
+    ``HEALTH_ASYNC_USER_ID`` when built by ``cli.run``) is never applied: an ABHA registration or login is for a
+    possibly new person, not for the patient whose OID the environment holds for records work.
+    """
+    return {"user_id": getattr(args, "user_id", None)}
 
 
 class _GiveUp(Exception):
@@ -249,7 +272,9 @@ class _Answers:
     offered: bool = False  # the existing addresses of a shared mobile were offered
 
 
-async def _create_step(client: HealthClient, flow: AbhaFlow, talk: _Conversation, answers: _Answers) -> None:
+async def _create_step(
+    client: HealthClient, flow: AbhaFlow, talk: _Conversation, answers: _Answers, headers: AbhaHeaders
+) -> None:
     if flow.accounts and not answers.offered:  # a mobile already holding ABHA addresses (often a family's)
         talk.say("ABHA addresses already use this mobile number:")
         _list_accounts(flow, talk)
@@ -275,7 +300,7 @@ async def _create_step(client: HealthClient, flow: AbhaFlow, talk: _Conversation
     except InvalidRequest as exc:
         talk.strike(f"  {exc}")
         return
-    if not flow.create_outcome_unknown and await client.abha.address_exists(address):
+    if not flow.create_outcome_unknown and await client.abha.address_exists(address, **headers):
         talk.strike("  That ABHA address is taken; choose another.")
         return
     try:
@@ -290,7 +315,9 @@ async def _create_step(client: HealthClient, flow: AbhaFlow, talk: _Conversation
         talk.strike("  That ABHA address is taken; choose another.")
 
 
-async def _drive(client: HealthClient, flow: AbhaFlow, talk: _Conversation, *, ask_mobile: bool) -> AbhaAccount:
+async def _drive(
+    client: HealthClient, flow: AbhaFlow, talk: _Conversation, headers: AbhaHeaders, *, ask_mobile: bool
+) -> AbhaAccount:
     """Walk the flow to its end, one question at a time."""
     answers = _Answers()
     while True:
@@ -309,7 +336,7 @@ async def _drive(client: HealthClient, flow: AbhaFlow, talk: _Conversation, *, a
         elif step is FlowStep.CREATE_ADDRESS:
             if isinstance(flow, AbhaLogin) and not flow.accounts:
                 talk.say("No ABHA address holds this Aadhaar yet: create one now (with its Aadhaar KYC).")
-            await _create_step(client, flow, talk, answers)
+            await _create_step(client, flow, talk, answers, headers)
         else:  # pragma: no cover - BLOCKED and LOG_IN arrive with their exception
             raise InvalidFlowStep(f"the flow stopped at {step.name}")
 
@@ -343,13 +370,14 @@ async def _converse(
     client: HealthClient,
     talk: _Conversation,
     start: Callable[[], Awaitable[AbhaFlow]],
+    headers: AbhaHeaders,
     *,
     ask_mobile: bool,
 ) -> int:
     try:
         flow = await start()
         talk.say(f"An OTP was sent. {flow.hint or ''}".rstrip())
-        account = await _drive(client, flow, talk, ask_mobile=ask_mobile)
+        account = await _drive(client, flow, talk, headers, ask_mobile=ask_mobile)
     except (KeyboardInterrupt, EOFError):
         talk.say(f"\n{label}: cancelled; nothing more was sent.")
         return 130
@@ -371,17 +399,18 @@ async def run_register(
     """``abha register --aadhaar`` / ``--mobile``: the interactive registration; returns the exit status."""
     talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha register")
     validate = not getattr(args, "no_validate", False)
+    headers = abha_headers(args)
 
     async def start() -> AbhaFlow:
         if args.mobile:
             mobile = talk.ask_valid("Mobile number (typing is not shown): ", normalize_mobile, secret=True)
-            return await client.abha.register_with_mobile(mobile)
+            return await client.abha.register_with_mobile(mobile, **headers)
         number = talk.ask_valid(
             "Aadhaar number (typing is not shown): ", lambda n: normalize_aadhaar(n, validate=validate), secret=True
         )
-        return await client.abha.register_with_aadhaar(number, validate=validate)
+        return await client.abha.register_with_aadhaar(number, validate=validate, **headers)
 
-    return await _converse("abha register", client, talk, start, ask_mobile=not args.mobile)
+    return await _converse("abha register", client, talk, start, headers, ask_mobile=not args.mobile)
 
 
 _IDENTIFIERS: dict[LoginMethod, tuple[str, Callable[[str], str], bool]] = {
@@ -399,18 +428,26 @@ async def run_login(
     talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha login")
     method = LoginMethod(getattr(args, "method", None) or LoginMethod.PHR_ADDRESS.value)
     question, check, secret = _IDENTIFIERS[method]
+    headers = abha_headers(args)
 
     async def start() -> AbhaFlow:
         identifier = talk.ask_valid(question, check, secret=secret)
-        return await client.abha.login(method, identifier)
+        return await client.abha.login(method, identifier, **headers)
 
-    return await _converse("abha login", client, talk, start, ask_mobile=False)
+    return await _converse("abha login", client, talk, start, headers, ask_mobile=False)
 
 
 async def _abha(client: Any, args: argparse.Namespace) -> int:
     if args.abha_command == "register":
         return await run_register(client, args)
     return await run_login(client, args)
+
+
+#: The epilog of ``abha register`` / ``abha login``: the shared ``--user-id`` flag says "env ...", not so here.
+_PT_ID_EPILOG = (
+    "X-Pt-Id is sent only when --user-id OID is given on this command: "
+    f"{C.ENV_USER_ID} is not used (an ABHA is for a person who may have no OID yet)."
+)
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
@@ -428,6 +465,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         help="create an ABHA address with an Aadhaar or a mobile OTP",
         description="Create an ABHA address: with --aadhaar (KYC-verified, an ABHA number too) or --mobile (no KYC). "
         "When the Aadhaar already holds ABHA addresses, logs into one instead of creating a duplicate.",
+        epilog=_PT_ID_EPILOG,
     )
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--aadhaar", action="store_true", help="register with an Aadhaar OTP")
@@ -438,6 +476,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         parents=[common],
         help="log into an ABHA address with an OTP",
         description="Log in with an OTP sent for an ABHA address (default), a mobile, an ABHA or an Aadhaar number.",
+        epilog=_PT_ID_EPILOG,
     )
     p.add_argument(
         "--method",

@@ -45,7 +45,6 @@ _LOINC: Final = {
     "Serum Creatinine": "2160-0",
     "TSH": "3016-3",
 }
-#: Direct uploads larger than this are passed on unread (no error detection).
 
 
 class FakeRecords(Domain):

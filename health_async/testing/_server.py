@@ -412,28 +412,28 @@ class FakeHealthServer:
         tasks = request.query.getall("task", [])
         if not tasks or not set(tasks) <= UPLOAD_TASKS:
             return web.Response(status=400, text="Invalid form data.")
-        files: list[tuple[int, str, bool]] = []  # size, SHA-256, whether the content ends in b"error"
+        files: list[tuple[int, str, bool]] = []  # size, SHA-256, whether it ends in b"error" (_storage.ErrorMarker)
         if request.headers.get(C.H_ENCRYPTION) == "JWE":
             body = await self._read_json(request, rec)
             try:
                 data = base64.b64decode(body["file"], validate=True)
             except (TypeError, KeyError, binascii.Error):
                 return web.Response(status=400, text="Invalid form data.")
-            files.append((len(data), hashlib.sha256(data).hexdigest(), data.endswith(b"error")))
+            files.append((len(data), hashlib.sha256(data).hexdigest(), _storage.ErrorMarker(data).found))
             rec.plaintext = {"file": len(data)}
         elif request.content_type == "multipart/form-data":
             reader = await request.multipart()
             async for part in reader:
                 if not isinstance(part, BodyPartReader) or part.name != "file":
                     continue
-                digest, size, tail = hashlib.sha256(), 0, b""
+                digest, size, marker = hashlib.sha256(), 0, _storage.ErrorMarker()
                 while chunk := await part.read_chunk(256 * 1024):
                     size += len(chunk)
                     if size > MAX_UPLOAD:
                         return web.Response(status=413, text="File too large.")
                     digest.update(chunk)
-                    tail = (tail + chunk)[-5:]
-                files.append((size, digest.hexdigest(), tail == b"error"))
+                    marker.update(chunk)
+                files.append((size, digest.hexdigest(), marker.found))
         if not files:
             return web.Response(status=400, text="Invalid form data.")
         rec.body_size = sum(size for size, _, _ in files)
@@ -450,7 +450,8 @@ class FakeHealthServer:
                 "document_type": request.query.get("dt", "lr"),
                 "tags": sorted(tasks),
                 "files": [],
-                # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py)
+                # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py); the
+                # presigned storage host applies the same rule (_storage.ErrorMarker)
                 "upload": {"size": size, "sha256": sha256, "ends_in_error": ends_in_error},
             }
             self.data.documents.setdefault(user, {})[document_id] = _json.dumps(doc)

@@ -12,6 +12,12 @@ file of a document arrived, the document is stored in ``server.data.documents[us
 finds it. The storage route takes no bearer token (as real presigned storage); ``server.inject("storage_form",
 ...)`` faults apply to it, after its body was read.
 
+**Processing marker.** As on the direct upload route (one rule: :data:`ERROR_MARKER`, checked by
+:class:`ErrorMarker`), a file whose content ends in ``b"error"`` makes its document's processing end in ``error``
+(``testing/_records.py``; ``wait_for_result`` raises ``ProcessingFailed``): the stored document notes it per file
+and for the document (``upload.ends_in_error``: true when any of its files ends so), and
+:attr:`StorageRequest.ends_in_error` says it of each post.
+
 **Test controls.** :meth:`FakeStorage.fail_next` (the next N form posts answer 500 or the given status),
 :meth:`FakeStorage.fail_file` (the posts of file *i* of a document fail, N times or always),
 :meth:`FakeStorage.redirect_next` (answer 307 to another place: :attr:`FakeStorage.followed` counts posts that
@@ -50,7 +56,7 @@ from ._domain import Domain
 if TYPE_CHECKING:
     from ._server import FakeHealthServer, RecordedRequest
 
-__all__ = ["ROUTES", "FakeStorage", "StorageRequest"]
+__all__ = ["ERROR_MARKER", "ROUTES", "ErrorMarker", "FakeStorage", "StorageRequest"]
 
 ROUTES: Final[tuple[str, ...]] = (
     "presigned_batch",
@@ -69,6 +75,32 @@ PATH_CASES: Final = "/mr/api/v1/cases"
 PATH_CASE: Final = "/mr/api/v1/cases/{id}"
 _PATCH_FIELDS: Final = ("dt", "ndhm", "oid", "dd_e", "tg", "cases")
 
+#: The fake's processing marker: an uploaded file whose content ends in these bytes has its processing end in
+#: ``error`` (``testing/_records.py``). One rule for every upload route: the direct upload (``_server.py``) and the
+#: presigned storage host (here) both check it with :class:`ErrorMarker`.
+ERROR_MARKER: Final = b"error"
+
+
+class ErrorMarker:
+    """Whether a file ends in :data:`ERROR_MARKER`: give it the whole content, or :meth:`update` it chunk by chunk
+    as the file is read (only the last few bytes are kept); then ask :attr:`found`."""
+
+    __slots__ = ("_tail",)
+
+    def __init__(self, content: bytes = b"") -> None:
+        self._tail = b""
+        self.update(content)
+
+    def update(self, chunk: bytes) -> None:
+        """The next bytes of the file."""
+        keep = len(ERROR_MARKER)
+        self._tail = (self._tail + chunk[-keep:])[-keep:]
+
+    @property
+    def found(self) -> bool:
+        """True when the bytes so far end in :data:`ERROR_MARKER`."""
+        return self._tail == ERROR_MARKER
+
 
 @attrs.define
 class StorageRequest:
@@ -82,6 +114,8 @@ class StorageRequest:
     order: list[str] = attrs.field(factory=list)
     file_size: int = 0
     sha256: str | None = None
+    #: Whether the file's content ends in :data:`ERROR_MARKER` (its document's processing then ends in ``error``).
+    ends_in_error: bool = False
     content_type: str | None = None
     status: int | None = None
 
@@ -100,7 +134,8 @@ class _Form:
 class _Pending:
     user: str
     entry: dict[str, Any]
-    stored: dict[int, tuple[int, str]] = attrs.field(factory=dict)
+    #: file index -> (size, SHA-256, whether it ends in :data:`ERROR_MARKER`)
+    stored: dict[int, tuple[int, str, bool]] = attrs.field(factory=dict)
 
 
 class FakeStorage(Domain):
@@ -286,7 +321,7 @@ class FakeStorage(Domain):
         pending = self._pending.get(form.document_id)
         if pending is not None:
             assert got.sha256 is not None
-            pending.stored[form.index] = (got.file_size, got.sha256)
+            pending.stored[form.index] = (got.file_size, got.sha256, got.ends_in_error)
             if len(pending.stored) == len(pending.entry["files"]):
                 self._complete(form.document_id, pending)
         return web.Response(status=204)
@@ -307,11 +342,12 @@ class FakeStorage(Domain):
                 got.fields[name] = await part.text()
                 continue
             got.content_type = part.headers.get("Content-Type")
-            digest, size = hashlib.sha256(), 0
+            digest, size, marker = hashlib.sha256(), 0, ErrorMarker()
             while chunk := await part.read_chunk(256 * 1024):
                 size += len(chunk)
                 digest.update(chunk)
-            got.file_size, got.sha256 = size, digest.hexdigest()
+                marker.update(chunk)
+            got.file_size, got.sha256, got.ends_in_error = size, digest.hexdigest(), marker.found
         if form is None:
             return "AccessDenied"
         if "file" not in got.order:
@@ -349,7 +385,14 @@ class FakeStorage(Domain):
                 {"asset_url": f"https://vault.fake.example/{document_id}/{i}.{ext}", "file_type": file_type}
                 for i in range(len(entry["files"]))
             ],
-            "upload": {"files": [{"size": size, "sha256": sha} for _, (size, sha) in sorted(pending.stored.items())]},
+            # a file whose content ends in b"error" ends the document's processing in ERROR (testing/_records.py)
+            "upload": {
+                "files": [
+                    {"size": size, "sha256": sha, "ends_in_error": error}
+                    for _, (size, sha, error) in sorted(pending.stored.items())
+                ],
+                "ends_in_error": any(error for _, _, error in pending.stored.values()),
+            },
         }
         data = self.server.data
         data.documents.setdefault(pending.user, {})[document_id] = _json.dumps(doc)
