@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/ingest_bench.py                 # 20 000 ids, 5 rounds
     .venv/bin/python benchmarks/ingest_bench.py --ids 5000 --repeats 3
 
-The built-in FakeHealthServer runs in a separate process on 127.0.0.1 (recording off), so its CPU is not the
-client's. One client, the same concurrency, measured in alternation ``--repeats`` times:
+The built-in FakeHealthServer runs in a separate process on 127.0.0.1 (recording off), pinned to core 1 and the
+client (with the journal's thread) to core 0 where the machine has two cores: the server's CPU is not the
+client's, and the journal's work is paid on the client's own core, as it would be on a machine talking to the
+real service. One client, the same concurrency, measured in alternation ``--repeats`` times:
 
 * ``describe_many``: the library's bulk helper, results consumed and dropped (the baseline);
 * ``+ lines``: the same, each result turned into its JSON line and written to a file (no fsync, no journal):
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import socket
 import statistics
 import sys
@@ -40,8 +43,21 @@ from health_async.ingest import IngestJob
 USER = "bench-user"
 
 
+def _pin(core: int) -> bool:
+    """Pin this process (and the threads it starts later) to one core; False where not possible."""
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        return False
+    try:
+        os.sched_setaffinity(0, {core})
+    except OSError:
+        return False
+    return True
+
+
 def _serve(port: int, ids: int, ready: Any) -> None:
     from health_async.testing import FakeHealthServer
+
+    _pin(1)  # the server on its own core: its CPU is not the client's, and it does not move onto the client's
 
     async def main() -> None:
         server = FakeHealthServer(port=port, users=1, documents_per_user=200, record=False)
@@ -113,6 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     port = _free_port()
     ready = multiprocessing.Event()
+    pinned = _pin(0)  # the client and every thread it starts (the journal's) on core 0, the server on core 1
     proc = multiprocessing.Process(target=_serve, args=(port, args.ids, ready), daemon=True)
     proc.start()
     try:
@@ -127,6 +144,7 @@ def main() -> None:
     cpu_medians = {name: statistics.median(values) for name, values in cpu.items()}
     base, lines = medians["describe_many"], medians["+ lines"]
     print(f"{args.ids} ids, concurrency {args.concurrency}, {args.repeats} rounds (medians, requests/s)")
+    print(f"  client pinned to core 0, server to core 1: {pinned}")
     for name, value in medians.items():
         spread = ", ".join(f"{v:,.0f}" for v in rates[name])
         print(f"  {name:<14} {value:>9,.0f}/s   ({spread})   client CPU {cpu_medians[name]:.0f} us/request")
