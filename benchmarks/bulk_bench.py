@@ -35,12 +35,8 @@ import argparse
 import asyncio
 import functools
 import json
-import multiprocessing
 import os
-import random
 import resource
-import socket
-import statistics
 import sys
 import time
 import timeit
@@ -53,19 +49,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import make_bodies, pin, spread, start_describe_server
+
 import health_async as ha
 from health_async._convert import decode_document, structure_document
-from health_async.testing._data import make_document
 
 T = TypeVar("T")
 HEADERS = {"X-Pt-Id": "oid-1", "Authorization": "Bearer bench-token", "Accept": "application/json"}
 CLIENT_CORE, SERVER_CORE = 0, 1
-
-
-def make_bodies(count: int = 256, seed: int = 1) -> list[bytes]:
-    """Realistic document descriptions (the fake server's generator): 2-4 KB, live spellings mixed in."""
-    rng = random.Random(seed)
-    return [orjson.dumps(make_document(rng, f"doc-{n}", date=1614556800 + n)) for n in range(count)]
 
 
 def seven_item_body() -> bytes:
@@ -75,25 +66,6 @@ def seven_item_body() -> bytes:
         if len(report["verified"]) + len(report["unverified"]) == 7:
             return body
     raise RuntimeError("no 7-item document in the set")
-
-
-def pin(core: int) -> bool:
-    """Pin this process to one core (``taskset``'s system call); False where not possible."""
-    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
-        return False
-    try:
-        os.sched_setaffinity(0, {core})
-    except OSError:
-        return False
-    return True
-
-
-def spread(values: list[float], digits: int = 2) -> dict[str, float]:
-    return {
-        "median": round(statistics.median(values), digits),
-        "min": round(min(values), digits),
-        "max": round(max(values), digits),
-    }
 
 
 def fmt(s: dict[str, float], digits: int = 2) -> str:
@@ -292,41 +264,6 @@ def bench_session(repeats: int) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- throughput
-
-
-def _server(port: int, ready: Any) -> None:
-    """The benchmark's server process: the fastest aiohttp.web handler we can write, on its own core."""
-    from aiohttp import web
-
-    pin(SERVER_CORE)
-    bodies = make_bodies()
-
-    async def describe(request: web.Request) -> web.Response:
-        doc_id = request.match_info["id"]
-        return web.Response(body=bodies[hash(doc_id) % len(bodies)], content_type="application/json")
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/mr/api/v1/docs/{id}", describe)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
-        ready.set()
-        await asyncio.Event().wait()
-
-    try:
-        import uvloop
-
-        uvloop.run(main())
-    except ImportError:
-        asyncio.run(main())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _rate(n: int, started: float, cpu: float) -> tuple[float, float]:
@@ -543,14 +480,7 @@ def main() -> None:
         print(f"  session cost   {fmt(session['session_cost_us'])}  (request - raw)")
 
     if not {"throughput", "memory"} <= skip:
-        port = free_port()
-        ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        server = ctx.Process(target=_server, args=(port, ready), daemon=True)
-        server.start()
-        if not ready.wait(30):
-            raise SystemExit("the benchmark server did not start")
-        url = f"http://127.0.0.1:{port}"
+        server, url = start_describe_server(core=SERVER_CORE, use_uvloop=True)
         try:
             import uvloop  # noqa: F401
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -36,6 +34,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import free_port, pin
+
 from health_async import HealthClient
 from health_async._cli._output import emit
 from health_async.ingest import IngestJob
@@ -43,21 +43,10 @@ from health_async.ingest import IngestJob
 USER = "bench-user"
 
 
-def _pin(core: int) -> bool:
-    """Pin this process (and the threads it starts later) to one core; False where not possible."""
-    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
-        return False
-    try:
-        os.sched_setaffinity(0, {core})
-    except OSError:
-        return False
-    return True
-
-
 def _serve(port: int, ids: int, ready: Any) -> None:
     from health_async.testing import FakeHealthServer
 
-    _pin(1)  # the server on its own core: its CPU is not the client's, and it does not move onto the client's
+    pin(1)  # the server on its own core: its CPU is not the client's, and it does not move onto the client's
 
     async def main() -> None:
         server = FakeHealthServer(port=port, users=1, documents_per_user=200, record=False)
@@ -69,12 +58,6 @@ def _serve(port: int, ids: int, ready: Any) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(main())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def describe_many(client: HealthClient, ids: list[str], concurrency: int, _: Path) -> None:
@@ -127,9 +110,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     ready = multiprocessing.Event()
-    pinned = _pin(0)  # the client and every thread it starts (the journal's) on core 0, the server on core 1
+    pinned = pin(0)  # the client and every thread it starts (the journal's) on core 0, the server on core 1
     proc = multiprocessing.Process(target=_serve, args=(port, args.ids, ready), daemon=True)
     proc.start()
     try:

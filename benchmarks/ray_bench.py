@@ -23,61 +23,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
 import os
-import random
-import socket
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import start_describe_server
 
 from health_async.ingest._engine import Engine, LocalEngine
 from health_async.ingest._ray import ClientRecipe, RayEngine
 from health_async.ingest._work import JobSpec, WorkItem
-from health_async.testing._data import make_document
 
 TOKEN = "bench-token"
 USER = "oid-1"
-
-
-def make_bodies(count: int = 256, seed: int = 1) -> list[bytes]:
-    rng = random.Random(seed)
-    return [orjson.dumps(make_document(rng, f"doc-{n}", date=1614556800 + n)) for n in range(count)]
-
-
-def _server(port: int, ready: Any) -> None:
-    """The benchmark's server process: the fastest aiohttp.web describe handler we can write."""
-    from aiohttp import web
-
-    bodies = make_bodies()
-
-    async def describe(request: web.Request) -> web.Response:
-        return web.Response(body=bodies[hash(request.match_info["id"]) % len(bodies)], content_type="application/json")
-
-    async def main() -> None:
-        app = web.Application()
-        app.router.add_get("/mr/api/v1/docs/{id}", describe)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
-        ready.set()
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def ids(n: int) -> AsyncIterator[WorkItem]:
@@ -112,14 +74,7 @@ def main() -> None:
 
     import ray
 
-    port = free_port()
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    server = ctx.Process(target=_server, args=(port, ready), daemon=True)
-    server.start()
-    if not ready.wait(30):
-        raise SystemExit("the benchmark server did not start")
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_describe_server()
     cpus = os.cpu_count() or 2
     ray.init(num_cpus=cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
     print(f"server: {url}; local Ray cluster with {cpus} CPUs; {per_run} ids per run, median of {repeats}")
