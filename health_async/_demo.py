@@ -61,7 +61,7 @@ async def run_demo(
     *, documents: int = 3000, concurrency: int = 64, out: IO[str] | None = None, progress: bool | None = None
 ) -> DemoSummary:
     """Run the demo; returns its :class:`DemoSummary` (also printed to ``out``, stdout by default)."""
-    from ._cli._output import Progress
+    from ._progress import Progress
     from .testing import FakeHealthServer, Fault
 
     printer = _Printer(out or sys.stdout)

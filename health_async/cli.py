@@ -70,17 +70,17 @@ async def _emit_results(
     quiet: bool,
     results: Callable[[Progress], BulkStream[Any]],
     *,
-    tally: Tally | None = None,
+    tally: Tally,
 ) -> int:
     """Write one JSON line per bulk result (its ``error`` as JSON when it failed), then the summary; 1 if any
     failed (see :func:`~health_async._cli._output.drain`)."""
     progress = Progress(label, enabled=False if quiet else None)
-    return await drain(results(progress), tally or Tally(label), progress)
+    return await drain(results(progress), tally, progress)
 
 
 async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> int:
     source = open_input(args.ids)  # a missing or unreadable file: one line on stderr, exit 2, before any work
-    tally = Tally("describe")
+    tally = Tally("describe", idempotent=True)
 
     def ids() -> Iterator[str]:
         for item in read_ids(source):
@@ -119,7 +119,7 @@ async def cmd_upload(client: HealthClient, args: argparse.Namespace) -> int:
             progress=progress,
         )
 
-    return await _emit_results("upload", args.quiet, results)
+    return await _emit_results("upload", args.quiet, results, tally=Tally("upload", idempotent=False))
 
 
 async def cmd_profile(client: HealthClient, args: argparse.Namespace) -> int:

@@ -11,8 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
+import health_async as ha
 from health_async import cli
-from health_async.testing import FakeHealthServer
+from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import ServerThread
 
@@ -111,6 +112,59 @@ def test_upload_plain_encrypted_and_missing(
     code, lines, _ = run(capsys, "upload", str(report), str(tmp_path / "missing.pdf"))
     assert code == 1
     assert lines[1]["error"]["type"] == "InvalidRequest"
+
+
+def test_an_upload_answered_with_a_5xx_is_of_unknown_outcome(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "report.pdf"
+    report.write_bytes(b"%PDF-1.7 fake report")
+    server.inject("upload", Fault(status=502, times=1))  # a gateway error: the upload may have been stored
+    code, lines, err = run(capsys, "upload", str(report))
+    assert code == 1 and lines[0]["error"]["type"] == "ServerError" and lines[0]["error"]["status"] == 502
+    assert err == "upload finished: 0 done, 0 failed, 1 sent with an unknown outcome\n"
+    assert server.calls("upload") == 1  # not resent
+
+
+def test_tally_counts_unknown_outcomes_for_uploads_only(capsys: pytest.CaptureFixture[str]) -> None:
+    from health_async._cli._output import Tally
+
+    errors: list[BaseException | None] = [
+        None,
+        ha.ServerError("HTTP 502", status=502),
+        ha.TransportError("reset", sent=True),
+        ha.TransportError("refused", sent=False),
+        ha.DocumentNotFound("no such document", status=404),
+    ]
+    upload, describe = (
+        Tally("upload", idempotent=False),
+        Tally("describe", idempotent=True),
+    )  # describe is a read: nothing is of unknown outcome
+    for error in errors:
+        upload.add(error)
+        describe.add(error)
+    assert (upload.done, upload.failed, upload.unknown) == (1, 2, 2)
+    assert (describe.done, describe.failed, describe.unknown) == (1, 4, 0)
+    describe.summary()
+    assert capsys.readouterr().err == "describe finished: 1 done, 4 failed\n"
+
+
+def test_read_ids_follows_the_shared_line_rules(tmp_path: Path) -> None:
+    from health_async._cli._output import BadLine, read_ids
+
+    path = tmp_path / "ids.txt"
+    path.write_bytes(b"a\n\n\xff\n# c\n\xc2\xa0# nbsp comment\n\xc2\xa0\n" + b"z" * 257 + b"\n" + b"y" * 256 + b"\n")
+    assert list(read_ids(str(path))) == [
+        "a",
+        BadLine(2, "empty line"),
+        BadLine(3, "not valid UTF-8"),
+        BadLine(6, "empty line"),  # a no-break space alone is blank, as in ingest
+        BadLine(7, "longer than 256 characters"),
+        "y" * 256,
+    ]
+    assert list(read_ids(io.StringIO("a\n  \n#x\nb"))) == ["a", BadLine(2, "empty line"), "b"]
+    path.write_bytes(b"\xef\xbb\xbfdoc-1\ndoc-2\n")  # a byte-order mark, as some Windows editors save
+    assert list(read_ids(str(path))) == ["doc-1", "doc-2"]
 
 
 def test_profile(server: FakeHealthServer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -214,3 +268,69 @@ def test_delete_asks_unless_yes(
     assert code == 0
     code, _, err = run(capsys, "delete", doomed, "--yes")  # already gone
     assert code == 1 and "DocumentNotFound" in err
+
+
+def _abha_prompt(server: FakeHealthServer, answers: dict[str, str]) -> Any:
+    """A prompt for the ``abha`` commands: answers by the question's start; an OTP is the one the fake "sent"."""
+
+    def prompt(question: str, *, secret: bool = False) -> str:
+        if question.startswith(("OTP", "OTP sent")):
+            return server.abha.last_otp()
+        for start, answer in answers.items():
+            if question.startswith(start):
+                return answer
+        raise AssertionError(f"unexpected question: {question}")
+
+    return prompt
+
+
+def _abha_requests(server: FakeHealthServer, since: int) -> list[Any]:
+    return [r for r in server.requests[since:] if r.path.startswith("/abdm/")]
+
+
+def _pt_id(request: Any) -> str | None:
+    return next((v for k, v in request.headers.items() if k.lower() == "x-pt-id"), None)
+
+
+def test_abha_commands_send_x_pt_id_only_when_given_on_the_command(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from health_async._cli import abha as abha_cli
+
+    env_oid = server.data.user_ids[0]  # HEALTH_ASYNC_USER_ID (the fixture): the OID of the records work
+    aadhaar = server.data.valid_aadhaar[0]
+    monkeypatch.setattr(
+        abha_cli,
+        "PROMPT",
+        _abha_prompt(
+            server,
+            {
+                "Aadhaar number": aadhaar,
+                "Mobile number to link": server.abha.linked_mobile(aadhaar),
+                "New ABHA address": "kavya.reddy@sbx",
+                "ABHA address": "kavya.reddy@sbx",
+            },
+        ),
+    )
+    # a registration, every step of it (OTP, verify, suggestions, the address check, the create): no X-Pt-Id
+    start = len(server.requests)
+    code, lines, err = run(capsys, "abha", "register", "--aadhaar")
+    assert code == 0, err
+    assert lines[0]["abha_address"] == "kavya.reddy@sbx" and lines[0]["created"] is True
+    sent = _abha_requests(server, start)
+    assert {"aadhaar_init", "address_exists", "aadhaar_create"} <= {r.route for r in sent}, [r.route for r in sent]
+    assert [_pt_id(r) for r in sent] == [None] * len(sent)
+    assert env_oid not in str([r.headers for r in sent])
+    # a login: no X-Pt-Id either
+    start = len(server.requests)
+    code, lines, err = run(capsys, "abha", "login")
+    assert code == 0, err
+    sent = _abha_requests(server, start)
+    assert sent and [_pt_id(r) for r in sent] == [None] * len(sent)
+    # asked for on the command: every ABHA call carries that OID (not the environment's)
+    chosen = server.data.user_ids[1]
+    start = len(server.requests)
+    code, lines, err = run(capsys, "abha", "login", "--user-id", chosen)
+    assert code == 0, err
+    sent = _abha_requests(server, start)
+    assert sent and [_pt_id(r) for r in sent] == [chosen] * len(sent)

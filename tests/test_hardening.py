@@ -415,7 +415,7 @@ def test_bad_lines_fail_alone_and_the_batch_goes_on(tmp_path: Path, capsys: pyte
 async def test_upload_outcome_unknown_is_counted_in_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
     from health_async._cli._output import Tally
 
-    tally = Tally("upload")
+    tally = Tally("upload", idempotent=False)
     tally.add(None)
     tally.add(ha.TransportError("reset", sent=True))
     tally.add(ha.InvalidRequest("empty"))

@@ -84,7 +84,7 @@ async def test_describe_writes_one_line_per_item_and_skips_blank_comment_and_rep
     assert rows["no-such-doc"]["error"]["type"] == "DocumentNotFound"
     assert rows["no-such-doc"]["error"]["retryable"] is False
     assert rows["no-such-doc"]["index"] == 40  # blank lines, comments and repeats are not counted
-    assert summary.duplicates == 2
+    assert summary.duplicates == 2 and summary.blank == 1
     assert (summary.status.done, summary.status.failed, summary.status.pending) == (40, 1, 0)
     assert not summary.ok
     assert server.calls("describe") == 41  # the repeated ids were requested once
@@ -320,6 +320,123 @@ async def test_a_line_that_is_not_utf8_fails_that_item_only(
     assert server.calls("describe") == 3
 
 
+async def test_blank_lines_are_counted_and_an_overlong_line_fails_alone(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    ids = doc_ids(server)[:6]
+    long_a = "x" * 300
+    long_b = "x" * 299 + "y"  # the same first characters: still an item of its own, with a key of its own
+    ids_file = write_ids(tmp_path, [ids[0], "", "   ", ids[1], long_a, ids[2], "\t", long_b, *ids[3:]])
+    out = tmp_path / "docs.jsonl"
+    summary = await IngestJob.describe(ids_file, out=out, client=client).run()
+    assert summary.blank == 3 and summary.invalid == 2 and summary.duplicates == 0
+    assert summary.text().endswith("; 3 blank input line(s) skipped")
+    rows = by_key(out)
+    assert len(rows) == 8  # nothing lost: 6 ids and 2 failed lines, one line each
+    assert all("document" in rows[i] for i in ids)
+    bad = sorted((r for k, r in rows.items() if k not in ids), key=lambda r: r["index"])
+    assert [r["error"] for r in bad] == [
+        {
+            "type": "InvalidRequest",
+            "message": f"line {n} of the input is longer than 256 characters",
+            "retryable": False,
+        }
+        for n in (5, 8)
+    ]
+    bad_keys = [k for k, r in rows.items() if k not in ids]
+    assert len(set(bad_keys)) == 2 and all(k.startswith("x" * 64) and len(k) < 256 for k in bad_keys)
+    assert all("300 characters" in k for k in bad_keys)
+    assert sorted(r["index"] for r in rows.values()) == list(range(8))  # blank lines have no index
+    assert (summary.status.done, summary.status.failed, summary.status.pending) == (6, 2, 0)
+    assert server.calls("describe") == 6  # neither a blank nor a long line was sent
+
+
+async def test_an_upload_list_skips_and_counts_blank_lines_and_accepts_long_paths(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    deep = tmp_path / ("d" * 120) / ("e" * 120)
+    deep.mkdir(parents=True)
+    report = deep / "report.txt"
+    report.write_text("report\n")
+    assert len(str(report)) > 256  # a path, not an id: the id length limit does not apply
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"\n# reports\n{report}\n\n")
+    out = tmp_path / "up.jsonl"
+    summary = await IngestJob.upload(listing, out=out, client=client).run()
+    assert summary.ok and summary.blank == 2 and summary.invalid == 0
+    assert "2 blank input line(s) skipped" in summary.text()
+    assert list(by_key(out)) == [str(report)]
+
+
+def test_outcome_unknown_for_each_error_kind() -> None:
+    from health_async import errors
+    from health_async._items import outcome_unknown
+
+    unknown = [
+        errors.OutcomeUnknown("upload: may have reached the service", operation="upload"),
+        errors.AccountLikelyCreated("create: lost answer", abha_address="a@abdm"),
+        errors.TransportError("reset after sending", sent=True),
+        errors.RequestTimeout("read timeout", sent=True),
+        errors.ServerError("upload: server error (HTTP 502)", status=502, operation="upload"),
+        errors.ServerError("upload: server error (HTTP 500)", status=500, operation="upload"),
+    ]
+    known = [
+        None,
+        errors.TransportError("connection refused", sent=False),
+        errors.RequestTimeout("connect timeout", sent=False),
+        errors.TLSVerificationError("bad certificate", sent=False),
+        errors.RateLimitError("rate limited", status=429),
+        errors.DocumentNotFound("no such document", status=404),
+        errors.AuthenticationError("not authorised", status=401),
+        errors.ApiError("request failed", status=400),
+        errors.AbhaRateLimited("ABDM-1022 (HTTP 500)", status=500, source_error={"code": "ABDM-1022"}),
+        errors.InvalidRequest("bad id"),
+        errors.FileTooLarge("too large"),
+        errors.ResponseValidationError("not JSON"),
+        errors.ProcessingFailed("processing failed", document_id="d"),
+        ValueError("not a HealthError"),
+    ]
+    assert [outcome_unknown(e) for e in unknown] == [True] * len(unknown)
+    assert [outcome_unknown(e) for e in known] == [False] * len(known)
+
+
+def test_only_an_upload_can_be_of_unknown_outcome() -> None:
+    from health_async import errors
+    from health_async.ingest._work import _failure
+
+    item = WorkItem(key="k", index=0)
+    for error in (errors.ServerError("HTTP 502", status=502), errors.TransportError("reset", sent=True)):
+        upload = _failure(JobSpec(op="upload", concurrency=1), item, error)
+        assert upload.unknown and not upload.retryable  # never resent blindly
+        describe = _failure(JobSpec(op="describe", concurrency=1), item, error)
+        assert not describe.unknown and describe.retryable  # a read: failed, worth --retry-failed
+
+
+def test_the_shared_rules_depend_on_neither_the_cli_nor_the_engine() -> None:
+    import ast
+
+    import health_async._items
+    import health_async.ingest._work
+
+    def imported(module: Any) -> set[str]:
+        tree = ast.parse(Path(str(module.__file__)).read_text())
+        return {
+            part
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            for part in (node.module or "").split(".")
+        }
+
+    assert "_cli" not in imported(health_async.ingest._work)  # the engine does not depend on the command line
+    assert not {"_cli", "ingest"} & imported(health_async._items)
+    code = (
+        "import sys, health_async._items; "
+        "assert not [m for m in sys.modules if m.split('.')[:2] in "
+        "(['health_async', '_cli'], ['health_async', 'ingest'])]"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 async def test_unusable_inputs_are_refused_before_anything_is_sent(
     server: FakeHealthServer, client: HealthClient, tmp_path: Path
 ) -> None:
@@ -466,3 +583,49 @@ def test_cli_upload_all_done_is_exit_0(
     assert code == 0, capsys.readouterr().err
     assert len(by_key(out)) == 3
     assert all(sorted(r.query) == [("task", "pii"), ("task", "smart")] for r in threaded_server.requests[-3:])
+
+
+def test_cli_ingest_summary_counts_blank_lines(
+    threaded_server: FakeHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = list(threaded_server.data.documents[threaded_server.data.user_ids[0]])[:3]
+    ids_file = write_ids(tmp_path, [ids[0], "", ids[1], "", "", ids[2]])
+    out = tmp_path / "docs.jsonl"
+    assert cli.main(["ingest", "describe", str(ids_file), "--out", str(out), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert err.rstrip("\n").endswith("pending 0; 3 blank input line(s) skipped")
+    assert set(by_key(out)) == set(ids)
+
+
+def test_cli_and_ingest_agree_on_utf8_and_comments(
+    threaded_server: FakeHealthServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = list(threaded_server.data.documents[threaded_server.data.user_ids[0]])[:2]
+    ids_file = tmp_path / "ids.txt"
+    ids_file.write_bytes(
+        ids[0].encode()
+        + b"\n"
+        + "\u00a0# a comment after a no-break space\n".encode()
+        + b"\xff\xfebad\n"
+        + b"   # an indented comment\n"
+        + b"#"
+        + b"x" * 400
+        + b" (a long comment is still a comment)\n"
+        + ids[1].encode()
+        + b"\n"
+    )
+    # the command line: one error line for line 3, the two ids described, no comment sent
+    assert cli.main(["describe-many", str(ids_file), "--ordered", "--quiet"]) == 1
+    cli_lines = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line for line in cli_lines if "line" in line] == [
+        {"line": 3, "error": {"type": "InvalidRequest", "message": "line 3: not valid UTF-8"}}
+    ]
+    assert [line["document_id"] for line in cli_lines if "document_id" in line] == ids
+    # ingest: the same line fails alone with the same reason, the same ids are described, no comment sent
+    out = tmp_path / "docs.jsonl"
+    assert cli.main(["ingest", "describe", str(ids_file), "--out", str(out), "--quiet"]) == 1
+    capsys.readouterr()
+    rows = by_key(out)
+    assert set(rows) == {*ids, "\\xff\\xfebad"}
+    assert rows["\\xff\\xfebad"]["error"]["message"] == "line 3 of the input is not valid UTF-8"
+    assert threaded_server.calls("describe") == 4  # each id once per run; never a comment

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -14,7 +13,9 @@ import attrs
 from .. import _json
 from .._bulk import BulkStream
 from .._convert import unstructure
-from ..errors import ApiError, HealthError, OutcomeUnknown, TransportError
+from .._items import MAX_ID_LENGTH, error_json, outcome_unknown, read_lines
+from .._progress import Progress
+from ..errors import HealthError
 from ..models import DescribeResult, UploadOutcome
 
 __all__ = [
@@ -39,14 +40,6 @@ Command = Callable[[Any, argparse.Namespace], Awaitable[int]]
 # ------------------------------------------------------------------------ output helpers
 
 
-def error_json(error: BaseException) -> dict[str, Any]:
-    """An error as JSON: its type, message and, for API errors, the status. Never the body."""
-    out: dict[str, Any] = {"type": type(error).__name__, "message": str(error)}
-    if isinstance(error, ApiError):
-        out["status"] = error.status
-    return out
-
-
 def emit(obj: Any, out: IO[str] | None = None) -> None:
     """Write one JSON line to stdout: a model, a bulk result (with its error as JSON), or plain data."""
     if isinstance(obj, DescribeResult):
@@ -67,45 +60,7 @@ def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]
     return {"error": error_json(error)} if error is not None else {name: unstructure(value)}
 
 
-class Progress:
-    """A one-line progress bar on stderr when it is a terminal; silent otherwise (piped, CI)."""
-
-    def __init__(self, label: str, *, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.label = label
-        self.started = time.monotonic()
-        self._last = 0.0
-
-    def __call__(self, done: int, failed: int, total: int | None) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last < 0.1 and done != total:
-            return
-        self._last = now
-        rate = done / max(now - self.started, 1e-9)
-        if total:
-            width = 30
-            filled = int(width * done / total)
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-        else:
-            bar = f"{done} done"
-        self.stream.write(f"\r{self.label} {bar}  failed {failed}  {rate:,.0f}/s ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        """End the bar's line."""
-        if self.enabled:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 # ------------------------------------------------------------------------ inputs
-
-
-#: Longer lines are not ids (the service's ids are UUIDs and OIDs): refused as a bad item, never sent.
-MAX_ID_LENGTH = 256
 
 
 class InputError(Exception):
@@ -145,29 +100,18 @@ def read_ids(source: str | IO[bytes] | IO[str]) -> Iterator[str | BadLine]:
     """Ids one per line from a file, an open stream or ``-`` (stdin), read lazily; ``#`` comments skipped.
 
     A line that is not an id (empty, not UTF-8, longer than :data:`MAX_ID_LENGTH`) comes out as a
-    :class:`BadLine`, so that it fails alone and the rest of the batch still runs.
+    :class:`BadLine`, so that it fails alone and the rest of the batch still runs. The rules are
+    :func:`health_async._items.read_lines`' (shared with ``health-async ingest``, which skips and counts blank
+    lines instead: its output has no line for an item without an id).
     """
     stream = open_input(source) if isinstance(source, str) else source
     try:
         lines: Iterable[bytes | str] = stream
-        for number, raw in enumerate(lines, start=1):
-            if isinstance(raw, bytes):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    yield BadLine(number, "not valid UTF-8")
-                    continue
+        for line in read_lines(lines):
+            if line.problem is None:
+                yield line.text
             else:
-                line = raw
-            text = line.strip()
-            if not text:
-                yield BadLine(number, "empty line")
-            elif text.startswith("#"):
-                continue
-            elif len(text) > MAX_ID_LENGTH:
-                yield BadLine(number, f"longer than {MAX_ID_LENGTH} characters")
-            else:
-                yield text
+                yield BadLine(line.number, line.problem)
     finally:
         if stream is not sys.stdin and stream is not getattr(sys.stdin, "buffer", None):
             stream.close()
@@ -181,18 +125,27 @@ def display_path(value: object) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-class Tally:
-    """Counts for the summary line on stderr: done, failed, and sent with an unknown outcome."""
+#: Labels of the bulk commands whose operation is a read (safe to repeat): no unknown outcome there.
 
-    def __init__(self, label: str) -> None:
+
+class Tally:
+    """Counts for the summary line on stderr: done, failed, and sent with an unknown outcome.
+
+    ``idempotent``: whether the command's operation is safe to repeat (a describe). Only a call that is not (an
+    upload) can have an unknown outcome (:func:`health_async._items.outcome_unknown`); for a read, such an error
+    is a failure.
+    """
+
+    def __init__(self, label: str, *, idempotent: bool) -> None:
         self.label = label
+        self.idempotent = idempotent
         self.done = self.failed = self.unknown = 0
 
     def add(self, error: BaseException | None) -> None:
         """Count one finished item."""
         if error is None:
             self.done += 1
-        elif isinstance(error, OutcomeUnknown) or (isinstance(error, TransportError) and error.sent):
+        elif not self.idempotent and outcome_unknown(error):
             self.unknown += 1
         else:
             self.failed += 1

@@ -127,7 +127,7 @@ async def run_uploads(client: Any, files: list[Any], args: argparse.Namespace, *
         wait=args.wait,
         wait_timeout=args.wait_timeout,
     )
-    return await drain(stream, Tally(label), progress, write)
+    return await drain(stream, Tally(label, idempotent=False), progress, write)
 
 
 async def cmd_delete(client: Any, args: argparse.Namespace, *, ask: Callable[[str], str] | None = None) -> int:

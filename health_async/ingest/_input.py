@@ -1,20 +1,28 @@
 """Reading a job's input: a file of document ids, a directory of files, or a file listing file paths.
 
-Readers yield ``(key, error)``: ``error`` is ``None`` for a good item, else the reason the item is refused
-(a line that is not UTF-8, a directory that cannot be listed); such an item fails alone. Blank lines and
-``#`` comments are skipped. Checks that make the whole input unusable (missing, unreadable, a directory where a
-file is needed) raise :class:`~health_async.errors.InvalidRequest` before anything is read or sent; the message
-names the rule, never the path.
+:func:`read_input` gives the items as ``(key, error)`` pairs: ``error`` is ``None`` for a good item, else the
+reason the item is refused (a line that is not UTF-8, an id line longer than 256 characters, a directory that
+cannot be listed); such an item fails alone. Lines are read by :func:`health_async._items.read_lines`, the
+rules the command line uses too: ``#`` comments are skipped; blank lines are skipped and counted
+(:attr:`InputItems.blank`, shown in the job's summary), since an output line is keyed by an id and a blank line
+has none. The 256-character limit is for ids (describe); the paths of an upload list have none (the OS refuses
+a path that is too long when the file is opened, and that item fails alone).
+
+Checks that make the whole input unusable (missing, unreadable, a directory where a file is needed) raise
+:class:`~health_async.errors.InvalidRequest` before anything is read or sent; the message names the rule, never
+the path.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 
+from .._items import MAX_ID_LENGTH, read_lines
 from ..errors import InvalidRequest
 
-__all__ = ["check_input", "input_mark", "read_input"]
+__all__ = ["InputItems", "check_input", "input_mark", "read_input"]
 
 
 def check_input(op: str, path: str) -> None:
@@ -48,28 +56,54 @@ def input_mark(path: str) -> str | None:
     return f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
 
 
-def read_input(op: str, path: str) -> Iterator[tuple[str, str | None]]:
+class InputItems:
+    """The items of a job's input as ``(key, error)`` pairs, read lazily when iterated (once).
+
+    After the iteration, :attr:`blank` holds the number of blank lines skipped (0 for a directory).
+    """
+
+    def __init__(self, op: str, path: str) -> None:
+        self.op = op
+        self.path = path
+        #: Blank lines of the input skipped so far (never sent, never an output line).
+        self.blank = 0
+
+    def __iter__(self) -> Iterator[tuple[str, str | None]]:
+        if self.op == "upload" and os.path.isdir(self.path):
+            return _walk(self.path)
+        return self._lines(as_paths=self.op == "upload")
+
+    def _lines(self, *, as_paths: bool) -> Iterator[tuple[str, str | None]]:
+        self.blank = 0
+        with open(self.path, "rb") as f:
+            for line in read_lines(f, max_length=None if as_paths else MAX_ID_LENGTH):
+                if line.problem is None:
+                    yield (os.path.abspath(line.text) if as_paths else line.text), None
+                elif line.blank:
+                    self.blank += 1
+                else:
+                    # the item fails alone; its key shows the line (undecodable bytes escaped, a long line cut)
+                    # so that the user can find it
+                    yield bad_line_key(line.text), f"line {line.number} of the input is {line.problem}"
+
+
+def read_input(op: str, path: str) -> InputItems:
     """The input's items, in order: ids for describe; absolute file paths for upload."""
-    if op == "upload" and os.path.isdir(path):
-        return _walk(path)
-    return _lines(path, as_paths=op == "upload")
+    return InputItems(op, path)
 
 
-def _lines(path: str, *, as_paths: bool) -> Iterator[tuple[str, str | None]]:
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            data = raw.strip()
-            if not data:
-                continue
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                # the item fails alone; its key shows the undecodable bytes escaped, so the user can find it
-                yield data.decode("utf-8", "backslashreplace"), f"line {number} of the input is not valid UTF-8"
-                continue
-            if text.startswith("#"):
-                continue
-            yield (os.path.abspath(text) if as_paths else text), None
+#: Characters of a bad line kept in its key when the line is longer than :data:`MAX_ID_LENGTH`.
+_SHOWN = 64
+
+
+def bad_line_key(text: str) -> str:
+    """The key of a bad line: the line itself (escaped) when short; when longer than :data:`MAX_ID_LENGTH`, its
+    first characters, its length and a digest of the whole line, so that two different long lines never share a
+    key (the same line twice is a repeat, as for any key)."""
+    if len(text) <= MAX_ID_LENGTH:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:_SHOWN]}... ({len(text)} characters, sha256 {digest})"
 
 
 def _walk(top: str) -> Iterator[tuple[str, str | None]]:

@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from .._cli._output import Progress
+from .._progress import Progress
 from ..errors import InvalidRequest
 from ._engine import ClientFactory, Engine, LocalEngine
 from ._input import check_input, input_mark, read_input
@@ -39,11 +39,16 @@ class IngestSummary:
     adopted: int = 0
     #: Repeated keys of the input, skipped (each key is processed once).
     duplicates: int = 0
-    #: Items refused at reading (a line that is not UTF-8, a directory that cannot be listed): failed alone.
+    #: Items refused at reading (a line that is not UTF-8, an id longer than 256 characters, a directory that
+    #: cannot be listed): failed alone.
     invalid: int = 0
     #: True when the run was cancelled (Ctrl-C) before the end; the next run resumes.
     interrupted: bool = False
     elapsed: float = 0.0
+    #: Blank lines of the input, skipped and counted (never sent: an output line is keyed by an id, and a blank
+    #: line has none). Like :attr:`duplicates`, counted by the run that scans the input (an unchanged input is
+    #: not scanned again on resume).
+    blank: int = 0
 
     @property
     def ok(self) -> bool:
@@ -60,54 +65,30 @@ class IngestSummary:
         )
         if self.duplicates:
             line += f"; {self.duplicates} repeated input line(s) skipped"
+        if self.blank:
+            line += f"; {self.blank} blank input line(s) skipped"
         if self.interrupted:
             line += "; interrupted: run the same command again to resume"
         return line
 
 
 class IngestProgress(Progress):
-    """The CLI progress bar with the unknown-outcome count, the rate and an ETA (on stderr, when a terminal)."""
+    """The CLI's progress bar (rate, ETA) with the unknown-outcome count, fed one :class:`WorkResult` at a time."""
 
     def __init__(self, label: str, *, total: int, enabled: bool | None = None, stream: IO[str] | None = None) -> None:
         super().__init__(label, enabled=enabled, stream=stream)
         self.total = total
-        self.done = self.failed = self.unknown = 0
+        self.done = self.failed = 0
+        self.unknown = 0  # shown on the bar
 
     def add(self, result: WorkResult) -> None:
         """Count one finished item and redraw (at most ten times a second)."""
         self.done += 1
         if result.unknown:
-            self.unknown += 1
+            self.unknown = (self.unknown or 0) + 1
         elif not result.ok:
             self.failed += 1
         self(self.done, self.failed, self.total)
-
-    def __call__(self, done: int, failed: int, total: int | None) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last < 0.1 and done != total:
-            return
-        self._last = now
-        elapsed = max(now - self.started, 1e-9)
-        rate = done / elapsed
-        if total:
-            width = 30
-            filled = int(width * min(done, total) / total)
-            eta = (total - done) / rate if rate > 0 else float("inf")
-            bar = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total}  ETA {_duration(eta)}"
-        else:
-            bar = f"{done} done"
-        self.stream.write(f"\r{self.label} {bar}  failed {failed}  unknown {self.unknown}  {rate:,.0f}/s ")
-        self.stream.flush()
-
-
-def _duration(seconds: float) -> str:
-    if seconds == float("inf"):
-        return "--:--"
-    seconds = int(seconds + 0.5)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60:02d}:{rest % 60:02d}"
 
 
 class _Writer:
@@ -317,14 +298,16 @@ class IngestJob:
         journal = Journal(self.journal_path)
         started = time.monotonic()
         scan = ScanResult(0, 0, 0)
-        adopted = processed = 0
+        adopted = processed = blank = 0
         interrupted = recovered = False
         progress: IngestProgress | None = None
         status: IngestStatus | None = None
         try:
             await journal.call(journal.open)
             await journal.call(journal.bind, self.op, self.out)
-            scan = await journal.call(journal.scan, read_input(self.op, self.source), input_mark(self.source))
+            items = read_input(self.op, self.source)
+            scan = await journal.call(journal.scan, items, input_mark(self.source))
+            blank = items.blank  # read in the journal's thread, which has finished with it
             adopted = await journal.call(journal.recover)
             recovered = True
             todo = await journal.call(journal.count_todo, self.retry_failed, self.reupload_unknown)
@@ -365,6 +348,7 @@ class IngestJob:
                         adopted=adopted,
                         duplicates=scan.duplicates,
                         invalid=scan.invalid,
+                        blank=blank,
                         interrupted=interrupted,
                         elapsed=time.monotonic() - started,
                     )

@@ -18,12 +18,12 @@ import attrs
 
 from .._config import NOT_GIVEN, NotGiven
 from .._convert import unstructure
+from .._items import error_json, outcome_unknown
 from ..errors import (
     ApiError,
     ClientClosedError,
     HealthError,
     InvalidRequest,
-    OutcomeUnknown,
     RateLimitError,
     ServerError,
     TransportError,
@@ -73,25 +73,9 @@ class JobSpec:
     user_id: str | None = None
 
 
-def error_json(error: BaseException) -> dict[str, Any]:
-    """An error as JSON: type, message and, for API errors, the status (never the body)."""
-    from .._cli._output import error_json as _error_json
-
-    return _error_json(error)
-
-
 def is_retryable(error: BaseException) -> bool:
     """Whether trying the item again later may succeed: transport errors, 5XX and 429; not 404 or bad input."""
     return isinstance(error, TransportError | ServerError | RateLimitError)
-
-
-def _is_unknown(error: BaseException) -> bool:
-    # an upload that may have reached the service: never resent blindly
-    if isinstance(error, OutcomeUnknown):
-        return True
-    if isinstance(error, TransportError):
-        return error.sent
-    return isinstance(error, ServerError)
 
 
 def error_line(index: int, error: BaseException, *, retryable: bool) -> dict[str, Any]:
@@ -132,7 +116,8 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
 
 
 def _failure(spec: JobSpec, item: WorkItem, exc: HealthError) -> WorkResult:
-    if spec.op == "upload" and _is_unknown(exc):
+    # only an upload (not idempotent) can have an unknown outcome; a describe failed this way is just failed
+    if spec.op == "upload" and outcome_unknown(exc):
         line = error_line(item.index, exc, retryable=False)
         return WorkResult(item.key, line, ok=False, retryable=False, unknown=True)
     retryable = is_retryable(exc) and not (isinstance(exc, ApiError) and exc.status == 404)
