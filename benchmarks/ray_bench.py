@@ -55,7 +55,7 @@ async def measure(engine: Engine, n: int, concurrency: int) -> tuple[float, floa
     count = 0
     async for result in engine.run(JobSpec(op="describe", concurrency=concurrency), ids(n)):
         if not result.ok:
-            raise RuntimeError(f"benchmark request failed: {result.line.get('error')}")
+            raise RuntimeError(f"benchmark request failed: {result.line_json().get('error')}")
         count += 1
         if count == 1:
             first = time.perf_counter()

@@ -215,7 +215,7 @@ def test_lost_batch_describe_is_requeued_upload_is_unknown() -> None:
     uploads = _reassign(JobSpec(op="upload", concurrency=1), batch, {}, ready)
     assert not ready  # an upload that may have been sent is never re-sent
     assert {r.key for r in uploads} == {"a", "b"}
-    assert all(r.unknown and not r.ok and r.line["error"]["type"] == "OutcomeUnknown" for r in uploads)
+    assert all(r.unknown and not r.ok and r.line_json()["error"]["type"] == "OutcomeUnknown" for r in uploads)
     for _ in range(MAX_LOSSES - 2):
         _reassign(JobSpec(op="describe", concurrency=1), batch, losses, ready)
     ready.clear()

@@ -321,7 +321,7 @@ class Journal:
         output's new offset in one transaction. A crash between the two leaves lines that :meth:`recover`
         adopts; a crash during the write leaves a partial line that it cuts."""
         out = self._require_out()
-        lines = [_json.dumps({"key": r.key, **r.line}) + b"\n" for r in results if r.ok]
+        lines = [_keyed(r.key, r.line) for r in results if r.ok]
         if lines:
             out.write(b"".join(lines))
             os.fsync(out.fileno())
@@ -332,11 +332,7 @@ class Journal:
             done = [(r.key,) for r in results if r.ok]
             if done:
                 db.executemany("UPDATE items SET state = 'done', line = NULL WHERE key = ?", done)
-            failed = [
-                (UNKNOWN if r.unknown else FAILED, int(r.retryable), _json.dumps(r.line), r.key)
-                for r in results
-                if not r.ok
-            ]
+            failed = [(UNKNOWN if r.unknown else FAILED, int(r.retryable), r.line, r.key) for r in results if not r.ok]
             if failed:
                 db.executemany("UPDATE items SET state = ?, retryable = ?, line = ? WHERE key = ?", failed)
             self._set_meta("offset", str(self.offset))
@@ -421,3 +417,9 @@ def _fsync_dir(path: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _keyed(key: str, line: bytes) -> bytes:
+    """The output line: ``{"key": key, ...line}`` and a newline, spliced from the line's JSON bytes."""
+    head = b'{"key":' + _json.dumps(key)
+    return head + b"}\n" if line == b"{}" else head + b"," + line[1:] + b"\n"
