@@ -31,7 +31,16 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+)
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._logging import logger
@@ -119,7 +128,7 @@ class BulkStream(AsyncIterator[R]):
     def __aiter__(self) -> BulkStream[R]:
         return self
 
-    def __anext__(self) -> Awaitable[R]:
+    def __anext__(self) -> Coroutine[Any, Any, R]:
         # A plain def handing out the generator's own awaitable: no extra coroutine per item.
         return self._results.__anext__()
 

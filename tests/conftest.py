@@ -7,7 +7,7 @@ import inspect
 import os
 import threading
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -65,11 +65,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]]:
+async def serve() -> AsyncIterator[Callable[[Mapping[tuple[str, str], Handler]], Awaitable[str]]]:
     """Start a tiny aiohttp.web app on 127.0.0.1 with the given routes; returns its base URL."""
     runners: list[web.AppRunner] = []
 
-    async def start(routes: dict[tuple[str, str], Handler]) -> str:
+    async def start(routes: Mapping[tuple[str, str], Handler]) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         for (method, path), handler in routes.items():
             app.router.add_route(method, path, handler)

@@ -13,6 +13,7 @@ import pytest
 
 import health_async as ha
 from health_async import cli
+from health_async._progress import Progress
 from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import ServerThread
@@ -228,18 +229,18 @@ def test_demo_runs_every_operation(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_progress_bar_on_a_terminal_and_silence_otherwise() -> None:
     shown = io.StringIO()
-    bar = cli.Progress("describe", enabled=True, stream=shown)
+    bar = Progress("describe", enabled=True, stream=shown)
     bar(1, 0, 10)
     bar(10, 1, 10)
     bar.close()
     text = shown.getvalue()
     assert "10/10" in text and "failed 1" in text and text.endswith("\n")
     unknown_total = io.StringIO()
-    bar = cli.Progress("describe", enabled=True, stream=unknown_total)
+    bar = Progress("describe", enabled=True, stream=unknown_total)
     bar(5, 0, None)
     assert "5 done" in unknown_total.getvalue()
     piped = io.StringIO()  # not a terminal: nothing at all
-    bar = cli.Progress("describe", stream=piped)
+    bar = Progress("describe", stream=piped)
     bar(10, 1, 10)
     bar.close()
     assert piped.getvalue() == ""

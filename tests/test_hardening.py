@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from health_async.testing import FakeHealthServer
 
 from .conftest import FAST_RETRY, Handler
 
-Serve = Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]
+Serve = Callable[[Mapping[tuple[str, str], Handler]], Awaitable[str]]
 DOC = {"document_id": "d", "document_type": "lr"}
 
 

@@ -519,7 +519,7 @@ async def test_leaving_a_waiting_batch_early_reports_the_uploaded_files(
 ) -> None:
     server.records.configure(polls=10**6)  # never completes
     stream = client.documents.upload_many([b"%PDF a", b"%PDF b"], wait=True, poll=QUICK)
-    waiting = asyncio.create_task(anext(stream))
+    waiting = asyncio.ensure_future(anext(stream))
     await eventually(lambda: server.calls("result") >= 2)  # both files uploaded and being waited for
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
