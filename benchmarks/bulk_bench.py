@@ -331,7 +331,8 @@ def run_in_loop(make: Callable[[], Coroutine[Any, Any, T]], use_uvloop: bool) ->
     if use_uvloop:
         import uvloop
 
-        return uvloop.run(make())
+        result: T = uvloop.run(make())
+        return result
     return asyncio.run(make())
 
 
