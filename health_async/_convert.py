@@ -240,7 +240,8 @@ def _document(data: Any, _: Any = None, document_id: str | None = None) -> Docum
 
 
 _decode_document_fast: Final = msgspec.json.Decoder(Document).decode
-_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError)
+# RecursionError: a body nested too deeply (the tolerant path then reports it as not JSON)
+_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
 def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:

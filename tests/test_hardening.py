@@ -15,10 +15,10 @@ import pytest
 from aiohttp import web
 
 import health_async as ha
-from health_async import cli
+from health_async import cli, webhooks
 from health_async.errors import AbhaRateLimited, PaginationError
 from health_async.models import FileEntry
-from health_async.testing import FakeHealthServer
+from health_async.testing import FakeHealthServer, sign_webhook
 
 from .conftest import FAST_RETRY, Handler
 
@@ -77,6 +77,30 @@ async def test_the_size_cap_holds_for_the_decoded_bytes_of_a_gzip_body(serve: Se
     async with make(url, max_response_size=1024 * 1024) as client:
         with pytest.raises(ha.ResponseTooLarge):
             await client.documents.describe("doc")
+
+
+async def test_a_body_nested_too_deeply_is_a_typed_error_on_every_path(serve: Serve) -> None:
+    # msgspec raises RecursionError for deep nesting; it must reach nobody as that (a hostile or broken proxy)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    nested = b'{"document_id": "d", "tags": ' + deep + b"}"
+
+    async def describe(request: web.Request) -> web.Response:
+        body = nested if request.match_info["id"] == "in-a-field" else deep
+        return web.Response(body=body, content_type="application/json")
+
+    async def failing(request: web.Request) -> web.Response:
+        return web.Response(status=404, body=deep, content_type="application/json")
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): describe, ("GET", "/mr/api/v1/docs/{id}/result"): failing})
+    async with make(url) as client:
+        for doc_id in ("whole", "in-a-field"):
+            with pytest.raises(ha.ResponseValidationError):
+                await client.documents.describe(doc_id)
+        with pytest.raises(ha.DocumentNotFound):  # the error body is unreadable, the status still maps
+            await client.documents.result("d")
+    signed = sign_webhook(deep, "secret", timestamp=int(time.time()))
+    with pytest.raises(ha.WebhookSignatureError, match="not valid JSON"):
+        webhooks.verify(deep, signed, "secret")
 
 
 async def test_a_caller_session_with_raise_for_status_keeps_typed_errors_and_refresh(serve: Serve) -> None:
