@@ -182,6 +182,10 @@ async def test_upload_killed_at_random_points_never_uploads_a_file_twice_unless_
     assert all(1 <= sent[sha_of[k]] <= 2 for k in unknown)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_ctrl_c_commits_prints_a_summary_and_the_next_run_resumes(
     server: FakeHealthServer, tmp_path: Path
 ) -> None:
@@ -197,7 +201,15 @@ async def test_ctrl_c_commits_prints_a_summary_and_the_next_run_resumes(
     server.inject("describe", Fault(latency=0.02))
     env = child_env(server)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "health_async", *argv, env=env, stderr=asyncio.subprocess.PIPE
+        sys.executable,
+        "-m",
+        "health_async",
+        *argv,
+        env=env,
+        stderr=asyncio.subprocess.PIPE,
+        # A shell starts background jobs with SIGINT ignored, and children inherit that: the test must not
+        # depend on how pytest itself was started (Ctrl-C's default action is what a user's terminal gives).
+        preexec_fn=_default_sigint,
     )
     while len(server.requests) < 50 and proc.returncode is None:  # noqa: ASYNC110 - polling another process
         await asyncio.sleep(0.005)
