@@ -186,9 +186,11 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
 async def test_ctrl_c_commits_prints_a_summary_and_the_next_run_resumes(
-    server: FakeHealthServer, tmp_path: Path
+    server: FakeHealthServer, tmp_path: Path, signum: signal.Signals, status: int
 ) -> None:
+    # SIGTERM (a redeploy, systemctl stop) stops the job as Ctrl-C does
     user = server.data.user_ids[0]
     bodies = list(server.data.documents[user].values())
     ids = [f"doc-{i:04d}" for i in range(600)]
@@ -213,9 +215,9 @@ async def test_ctrl_c_commits_prints_a_summary_and_the_next_run_resumes(
     )
     while len(server.requests) < 50 and proc.returncode is None:  # noqa: ASYNC110 - polling another process
         await asyncio.sleep(0.005)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = await proc.communicate()
-    assert proc.returncode == 130, err.decode()
+    assert proc.returncode == status, err.decode()
     assert b"Traceback" not in err and b"interrupted: run the same command again to resume" in err
     data = out.read_bytes()
     assert data.endswith(b"\n")  # flushed: complete lines only

@@ -9,15 +9,18 @@
 
 The job builds its own client(s) (from the connection flags and the environment), so ``ingest`` is in
 :data:`NO_CLIENT`. Exit status: 0 when every item is done, 1 when any failed or is of unknown outcome, 2 for a
-bad input or journal (one line on stderr), 130 on Ctrl-C (after the results received are committed; run the same
-command again to resume). A summary goes to stderr at the end and on Ctrl-C.
+bad input or journal (one line on stderr), 130 on Ctrl-C and 143 on SIGTERM (after the results received are
+committed; run the same command again to resume). A summary goes to stderr at the end, on Ctrl-C and on SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import _json
@@ -121,16 +124,54 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
         job = IngestJob.upload(args.source, **options)
     else:
         job = IngestJob.describe(args.source, **options)
-    try:
-        summary = await job.run()
-    except asyncio.CancelledError:
-        if job.summary is not None:
-            stream.write(f"ingest {job.op}: {job.summary.text()}\n")
-            stream.flush()
-        raise
+    with _stop_on_sigterm() as terminated:
+        try:
+            summary = await job.run()
+        except asyncio.CancelledError:
+            if job.summary is not None:
+                stream.write(f"ingest {job.op}: {job.summary.text()}\n")
+                stream.flush()
+            if terminated:
+                _uncancel()
+                return 143  # 128 + SIGTERM, as a shell reports a process it terminated
+            raise
     stream.write(f"ingest {job.op}: {summary.text()}\n")
     stream.flush()
     return 0 if summary.ok else 1
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm() -> Iterator[list[bool]]:
+    """While the job runs, SIGTERM (a redeploy, ``systemctl stop``, ``kill``) stops it as Ctrl-C does: the results
+    received are committed, the summary is printed, and the next run resumes; without this, SIGTERM's default
+    action would end the process at once (safe, by the journal, but the batch not yet committed would be asked
+    again). Yields a flag that is true once SIGTERM arrived. Not where the loop cannot take signal handlers
+    (Windows, a thread other than the main one): SIGTERM then keeps its default action."""
+    terminated: list[bool] = []
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigterm() -> None:
+        if not terminated and task is not None:
+            terminated.append(True)
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError, ValueError):
+        yield terminated
+        return
+    try:
+        yield terminated
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _uncancel() -> None:
+    """Take back our own cancellation (SIGTERM's), so that the command returns its exit status."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
