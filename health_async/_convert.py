@@ -39,7 +39,7 @@ from .models import (
     UploadResult,
 )
 
-__all__ = ["converter", "parse_smart_report", "structure", "structure_document", "unstructure"]
+__all__ = ["converter", "decode_document", "structure", "structure_document", "unstructure"]
 
 T = TypeVar("T")
 
@@ -195,16 +195,6 @@ def _smart_report(data: Any, _: Any = None) -> SmartReport:
     return SmartReport(_report_items(d.get("verified"), "verified"), _report_items(d.get("unverified"), "unverified"))
 
 
-def parse_smart_report(data: Any) -> SmartReport:
-    """A smart report's JSON as :class:`SmartReport`; :class:`ResponseValidationError` naming the field."""
-    if type(data) is not dict:
-        raise ResponseValidationError("the response does not fit SmartReport: expected a JSON object")
-    try:
-        return _smart_report(data)
-    except Exception as exc:
-        raise _validation_error("SmartReport", exc) from exc
-
-
 def _files(files: Any) -> tuple[FileEntry, ...]:
     out = []
     for entry in _objects(files, "files"):
@@ -357,7 +347,7 @@ def _unstructure_document(doc: Document) -> dict[str, Any]:
 
 def _finish_report_item(item: dict[str, Any]) -> dict[str, Any]:
     del item["eka_id"], item["unit_eka_id"]
-    item["flag"] = _FLAG_NAMES.get(item["result_id"], "UNKNOWN")
+    item["flag"] = ResultFlag.from_id(item["result_id"]).name
     return item
 
 
@@ -366,7 +356,6 @@ def _unstructure_report_item(item: ReportItem) -> dict[str, Any]:
 
 
 _to_builtins: Final = msgspec.to_builtins
-_FLAG_NAMES: Final[dict[object, str]] = {flag.value: flag.name for flag in ResultFlag}
 
 
 converter.register_unstructure_hook(Coordinate, lambda point: {"x": point.x, "y": point.y})
