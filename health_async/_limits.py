@@ -55,7 +55,8 @@ class Limits:
         self.max_in_flight = max_in_flight
         self.rate = rate
         self.shared = shared
-        self._semaphore = asyncio.Semaphore(max_in_flight)
+        self._free = max_in_flight  # in-flight slots not taken
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self._paused_until = 0.0
         self._window_count = max(1, int(rate)) if rate is not None else 1
         self._window = self._window_count / rate if rate is not None else 0.0
@@ -65,7 +66,7 @@ class Limits:
     @property
     def in_flight(self) -> int:
         """Requests currently holding a slot."""
-        return self.max_in_flight - self._semaphore._value
+        return self.max_in_flight - self._free
 
     def pause(self, seconds: float) -> None:
         """Hold back every request of this client for ``seconds`` from now (extends, never shortens)."""
@@ -117,10 +118,43 @@ class Limits:
                 _check(deadline, wait, "the client's rate_limit")
                 await asyncio.sleep(wait)
 
-    @property
-    def slot(self) -> asyncio.Semaphore:
-        """The in-flight bound, as an async context manager."""
-        return self._semaphore
+    # The in-flight bound, hand-rolled rather than an asyncio.Semaphore: the request path takes a free slot with
+    # one plain call (no coroutine, no context manager, no scan of the waiters), and only a request that finds
+    # none waits, first come first served (a newcomer never overtakes a waiter).
+
+    def enter(self) -> bool:
+        """Take an in-flight slot if one is free and nobody waits for one; else False (then :meth:`wait_slot`).
+        Every slot taken is given back with :meth:`leave`."""
+        if self._free and not self._slot_waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def wait_slot(self) -> None:
+        """Wait for an in-flight slot, in arrival order; the slot is then held (give it back with :meth:`leave`).
+        Cancelled while waiting, it holds nothing: a slot handed over at that moment is passed on."""
+        if self.enter():
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.leave()  # the slot was ours already: hand it to the next waiter
+            elif waiter in self._slot_waiters:  # (leave() drops a cancelled waiter it meets first)
+                self._slot_waiters.remove(waiter)
+            raise
+
+    def leave(self) -> None:
+        """Give back an in-flight slot: straight to the first waiter, if any (it then holds it)."""
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
 
 
 class Overdue(Exception):

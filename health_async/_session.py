@@ -301,9 +301,13 @@ class Session:
             if limits.must_wait:
                 req.first_timeout = None
                 await self._admit(limits, req)
-            async with limits.slot:
+            if not limits.enter():
+                await limits.wait_slot()
+            try:
                 begun = time.monotonic()
                 status, headers, raw = await self._send(http, req, token)
+            finally:
+                limits.leave()
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug(
                     "%s %s -> %d (%s, attempt %d, %.1f ms, request id %s)",

@@ -62,10 +62,12 @@ def mocked(monkeypatch: pytest.MonkeyPatch) -> Iterator[aioresponses]:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: What the ``serve`` fixture gives: start a loopback server with these routes, get its URL.
+Serve = Callable[[Mapping[tuple[str, str], Handler]], Awaitable[str]]
 
 
 @pytest.fixture
-async def serve() -> AsyncIterator[Callable[[Mapping[tuple[str, str], Handler]], Awaitable[str]]]:
+async def serve() -> AsyncIterator[Serve]:
     """Start a tiny aiohttp.web app on 127.0.0.1 with the given routes; returns its base URL."""
     runners: list[web.AppRunner] = []
 
