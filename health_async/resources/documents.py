@@ -348,11 +348,12 @@ class Documents(Resource):
         def id_of(item: str | DocumentListItem) -> str:
             return item.document_id if isinstance(item, DocumentListItem) else item
 
-        async def call(item: str | DocumentListItem) -> Document:
-            return await self._describe(id_of(item), headers, retry, timeout)
+        def call(item: str | DocumentListItem) -> Awaitable[Document]:
+            # a plain def handing out _describe's own coroutine: no extra coroutine per id
+            return self._describe(id_of(item), headers, retry, timeout)
 
         def wrap(item: str | DocumentListItem, doc: Document | None, error: HealthError | None) -> DescribeResult:
-            return DescribeResult(document_id=str(id_of(item)), document=doc, error=error)
+            return DescribeResult(str(id_of(item)), doc, error)  # positional: measurably cheaper per id
 
         return run_pool(
             self._session,
