@@ -24,6 +24,9 @@ Four parts, each printed as medians over ``--repeats`` with the spread (min-max)
   ``direct`` (``describe`` called from ``concurrency`` tasks). Ratios are taken per repeat
   (each run beside the raw run next to it), then the median.
 * **memory**: RSS growth of ``describe_many`` over many ids from an async generator.
+* **ladder** (``--ladder``): the client's CPU per request layer by layer at concurrency 64, from the raw loop
+  through the raw loop with prebuilt URLs and the session's aiohttp arguments, ``Session.request`` alone and
+  ``describe``, to ``describe_many``: what each layer costs against a real server.
 
 Targets (checked at the end): ``+report`` >= 0.90, ``many`` >= 0.95 and ``direct`` >= 0.90 of ``raw`` at
 concurrency 64; the full model <= 15 us and <= 1.5x the msgspec decode; the session layer <= 10 us a request.
@@ -288,6 +291,58 @@ async def raw_loop(url: str, n: int, concurrency: int) -> tuple[float, float]:
         return _rate(n, started, cpu)
 
 
+async def raw_prebuilt(url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """The raw loop doing what the session does with aiohttp: URLs built from a parsed base (never parsed per
+    request), the same keyword arguments, no ``raise_for_status``. For the ``--ladder``: how much of the gap is
+    aiohttp's own use, and how much is ours."""
+    from yarl import URL
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        base, ids = URL(url), iter(range(n))
+        timeout = aiohttp.ClientTimeout(total=30, connect=27)
+
+        async def worker() -> None:
+            for i in ids:
+                async with session.request(
+                    "GET",
+                    base.with_path(f"/mr/api/v1/docs/doc-{i}", encoded=True),
+                    headers=HEADERS,
+                    timeout=timeout,
+                    allow_redirects=False,
+                    raise_for_status=False,
+                    auto_decompress=True,
+                    proxy=None,
+                ) as resp:
+                    orjson.loads(await resp.read())
+
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return _rate(n, started, cpu)
+
+
+async def ours_request(url: str, n: int, concurrency: int) -> tuple[float, float]:
+    """``Session.request`` alone (the chokepoint: token, headers, limits, retries, error mapping; the body decoded
+    as plain JSON), from ``concurrency`` tasks. For the ``--ladder``."""
+    async with _client(url, concurrency) as client:
+        session, ids, headers = client._session, iter(range(n)), {"X-Pt-Id": "oid-1"}
+
+        async def worker() -> None:
+            for i in ids:
+                await session.request(
+                    "GET",
+                    f"/mr/api/v1/docs/doc-{i}",
+                    route="/mr/api/v1/docs/{id}",
+                    operation="describe",
+                    headers=headers,
+                    idempotent=True,
+                )
+
+        started, cpu = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return _rate(n, started, cpu)
+
+
 def _read_report(document: ha.Document) -> None:
     report = document.smart_report
     assert report is not None
@@ -334,6 +389,30 @@ def run_in_loop(make: Callable[[], Coroutine[Any, Any, T]], use_uvloop: bool) ->
         result: T = uvloop.run(make())
         return result
     return asyncio.run(make())
+
+
+def bench_ladder(url: str, repeats: int, per_run: int, concurrency: int = 64) -> dict[str, Any]:
+    """Where the CPU per request goes, step by step from the raw loop to ``describe_many`` (asyncio loop): each
+    step adds one layer, so the differences of the medians are what each layer costs against a real server."""
+    cases: dict[str, Callable[[], Coroutine[Any, Any, tuple[float, float]]]] = {
+        "raw": functools.partial(raw_loop, url, per_run, concurrency),
+        "raw, prebuilt URL": functools.partial(raw_prebuilt, url, per_run, concurrency),
+        "Session.request": functools.partial(ours_request, url, per_run, concurrency),
+        "describe": functools.partial(ours_direct, url, per_run, concurrency),
+        "describe_many": functools.partial(ours_many, url, per_run, concurrency),
+    }
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, make in cases.items():
+            cpus[name].append(asyncio.run(make())[1])
+    out = {name: spread(v, 1) for name, v in cpus.items()}
+    print(f"\nladder, concurrency {concurrency}, client CPU us per request, median [min-max] of {repeats}:")
+    previous = None
+    for name, s in out.items():
+        step = "" if previous is None else f"   step {s['median'] - previous:+.1f}"
+        print(f"  {name:18} {fmt(s, 1)}{step}")
+        previous = s["median"]
+    return out
 
 
 def bench_throughput(
@@ -445,6 +524,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="concurrency 64 only, fewer requests and repeats")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file as JSON")
+    parser.add_argument(
+        "--ladder", action="store_true", help="also the CPU per request layer by layer, raw loop to describe_many"
+    )
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: convert,session,throughput,memory")
     args = parser.parse_args()
     repeats = args.repeats or (3 if args.quick else 5)
@@ -480,7 +562,7 @@ def main() -> None:
             print(f"  {name:14} {fmt(s)}")
         print(f"  session cost   {fmt(session['session_cost_us'])}  (request - raw)")
 
-    if not {"throughput", "memory"} <= skip:
+    if args.ladder or not {"throughput", "memory"} <= skip:
         server, url = start_describe_server(core=SERVER_CORE, use_uvloop=True)
         try:
             import uvloop  # noqa: F401
@@ -492,6 +574,8 @@ def main() -> None:
         try:
             if "throughput" not in skip:
                 result["throughput"] = bench_throughput(url, loops, concurrencies, repeats, per_run)
+            if args.ladder:
+                result["ladder"] = bench_ladder(url, max(repeats, 7), per_run * 2)
             if "memory" not in skip:
                 growth, done = run_in_loop(lambda: memory_growth(url, memory_ids), False)
                 result["memory"] = {"ids": done, "rss_growth_mb": round(growth, 1)}
