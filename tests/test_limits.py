@@ -4,6 +4,7 @@ on the wire, first come first served, and a cancelled waiter never keeps or lose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import aiohttp
 import pytest
@@ -94,8 +95,9 @@ async def test_a_cancelled_waiter_already_skipped_by_leave_is_not_removed_twice(
     assert limits.in_flight == 0
 
 
-async def test_a_caller_owned_session_gets_the_bound_from_the_client(serve: Serve) -> None:
-    # The connector of this session allows 100: only the client's own slots hold the requests to 3.
+@pytest.mark.parametrize("owned", [True, False], ids=["own-session", "caller-session"])
+async def test_in_flight_requests_never_exceed_max_connections(serve: Serve, owned: bool) -> None:
+    # A caller's session here allows 100 connections: only the client's own slots hold the requests to 3.
     active = peak = 0
 
     async def handler(request: web.Request) -> web.Response:
@@ -107,8 +109,15 @@ async def test_a_caller_owned_session_gets_the_bound_from_the_client(serve: Serv
         return web.json_response(DOC)
 
     url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)) as http:
-        async with ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=3, session=http) as client:
-            await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(20)))
-            assert client._session.limits.in_flight == 0
+    async with contextlib.AsyncExitStack() as stack:
+        http = (
+            None
+            if owned
+            else await stack.enter_async_context(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)))
+        )
+        client = await stack.enter_async_context(
+            ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=3, session=http)
+        )
+        await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(20)))
+        assert client._session.limits.in_flight == 0
     assert peak == 3

@@ -172,23 +172,6 @@ async def test_oversized_response_is_refused(serve: Serve) -> None:
             await c._session.request("GET", "/stream/x", operation="describe", idempotent=True)
 
 
-async def test_in_flight_requests_never_exceed_max_connections(serve: Serve) -> None:
-    active = peak = 0
-
-    async def handler(request: web.Request) -> web.Response:
-        nonlocal active, peak
-        active += 1
-        peak = max(peak, active)
-        await asyncio.sleep(0.01)
-        active -= 1
-        return web.json_response(DOC)
-
-    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
-    async with client(url, max_connections=3) as c:
-        await asyncio.gather(*(c.documents.describe(f"d{i}") for i in range(20)))
-    assert peak == 3
-
-
 async def test_cancellation_propagates_and_releases_the_connection(serve: Serve) -> None:
     started = asyncio.Event()
 
