@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,7 @@ from aiohttp import web
 import health_async as ha
 from health_async.models import DocumentListItem
 
-from .conftest import FAST_RETRY
-
-Serve = Callable[[dict[tuple[str, str], Any]], Awaitable[str]]
+from .conftest import FAST_RETRY, Serve
 
 
 class DocServer:

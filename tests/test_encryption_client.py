@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ from aiohttp import web
 import health_async as ha
 from health_async import jwe
 
-from .conftest import FAST_RETRY
+from .conftest import FAST_RETRY, Serve
 
-Serve = Callable[[dict[tuple[str, str], Any]], Awaitable[str]]
 KEY_STRING = "fakekey-16-bytes"
 KEY = jwe.derive_key(KEY_STRING)
 VALID_AADHAAR = "234567890124"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,8 @@ from health_async.errors import AbhaRateLimited, PaginationError
 from health_async.models import FileEntry
 from health_async.testing import FakeHealthServer, sign_webhook
 
-from .conftest import FAST_RETRY, Handler
+from .conftest import FAST_RETRY, Handler, Serve
 
-Serve = Callable[[Mapping[tuple[str, str], Handler]], Awaitable[str]]
 DOC = {"document_id": "d", "document_type": "lr"}
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import socket
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +14,8 @@ from aiohttp import web
 
 import health_async as ha
 
-from .conftest import FAST_RETRY, Handler
+from .conftest import FAST_RETRY, Handler, Serve
 
-Serve = Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]
 DOC = {"document_id": "d", "document_type": "lr"}
 
 

@@ -7,18 +7,18 @@ import datetime as dt
 import hashlib
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
-from aiohttp import web
 
 from health_async import webhooks
 from health_async.errors import InvalidRequest, WebhookSignatureError
 from health_async.testing._webhooks import send_webhook, sign
 from health_async.webhooks import EventKind, ParsingStatus, WebhookEvent
+
+from .conftest import Serve
 
 SECRET = "whsec-test-3f9a1c"
 OTHER_SECRET = "whsec-other-77b2"
@@ -405,8 +405,6 @@ def test_reprs_hide_personal_data() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- aiohttp handler
-
-Serve = Callable[[dict[tuple[str, str], Callable[[web.Request], Awaitable[web.StreamResponse]]]], Awaitable[str]]
 
 
 class Receiver:
