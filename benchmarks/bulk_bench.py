@@ -43,7 +43,7 @@ import resource
 import sys
 import time
 import timeit
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -225,24 +225,31 @@ async def _stub_raw(http: StubHttp, n: int) -> float:
     return (time.thread_time() - started) / n * 1e6
 
 
+_PT_HEADERS = {"X-Pt-Id": "oid-1"}
+
+
+def _session_describe(session: Any, i: int) -> Awaitable[Any]:
+    """A describe through ``Session.request`` alone: the body decoded as plain JSON, no model."""
+    return session.request(  # type: ignore[no-any-return]
+        "GET",
+        f"/mr/api/v1/docs/doc-{i}",
+        route="/mr/api/v1/docs/{id}",
+        operation="describe",
+        headers=_PT_HEADERS,
+        idempotent=True,
+    )
+
+
 async def _stub_ours(http: StubHttp, n: int, what: str) -> float:
     async with ha.HealthClient(base_url="http://127.0.0.1:9", token="bench-token", user_id="oid-1") as client:
         session = client._session
         if session._http is not None:
             await session._http.close()
         session._http, session._owns_http = http, False  # type: ignore[assignment]
-        headers = {"X-Pt-Id": "oid-1"}
         started = time.thread_time()
         if what == "request":
             for i in range(n):
-                await session.request(
-                    "GET",
-                    f"/mr/api/v1/docs/doc-{i}",
-                    route="/mr/api/v1/docs/{id}",
-                    operation="describe",
-                    headers=headers,
-                    idempotent=True,
-                )
+                await _session_describe(session, i)
         else:
             for i in range(n):
                 await client.documents.describe(f"doc-{i}")
@@ -291,6 +298,21 @@ async def raw_loop(url: str, n: int, concurrency: int) -> tuple[float, float]:
         return _rate(n, started, cpu)
 
 
+async def _from_tasks(n: int, concurrency: int, one: Callable[[int], Awaitable[object]]) -> tuple[float, float]:
+    """``one(i)`` for ids ``0..n-1`` from ``concurrency`` tasks sharing one iterator: rate and CPU per request.
+    (The baseline ``raw_loop`` is written out as a user would write it instead; this adds one coroutine per request
+    to the variants, never to the baseline.)"""
+    ids = iter(range(n))
+
+    async def worker() -> None:
+        for i in ids:
+            await one(i)
+
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return _rate(n, started, cpu)
+
+
 async def raw_prebuilt(url: str, n: int, concurrency: int) -> tuple[float, float]:
     """The raw loop doing what the session does with aiohttp: URLs built from a parsed base (never parsed per
     request), the same keyword arguments, no ``raise_for_status``. For the ``--ladder``: how much of the gap is
@@ -299,48 +321,30 @@ async def raw_prebuilt(url: str, n: int, concurrency: int) -> tuple[float, float
 
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
-        base, ids = URL(url), iter(range(n))
-        timeout = aiohttp.ClientTimeout(total=30, connect=27)
+        base, timeout = URL(url), aiohttp.ClientTimeout(total=30, connect=27)
 
-        async def worker() -> None:
-            for i in ids:
-                async with session.request(
-                    "GET",
-                    base.with_path(f"/mr/api/v1/docs/doc-{i}", encoded=True),
-                    headers=HEADERS,
-                    timeout=timeout,
-                    allow_redirects=False,
-                    raise_for_status=False,
-                    auto_decompress=True,
-                    proxy=None,
-                ) as resp:
-                    orjson.loads(await resp.read())
+        async def one(i: int) -> None:
+            async with session.request(
+                "GET",
+                base.with_path(f"/mr/api/v1/docs/doc-{i}", encoded=True),
+                headers=HEADERS,
+                timeout=timeout,
+                allow_redirects=False,
+                raise_for_status=False,
+                auto_decompress=True,
+                proxy=None,
+            ) as resp:
+                orjson.loads(await resp.read())
 
-        started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return _rate(n, started, cpu)
+        return await _from_tasks(n, concurrency, one)
 
 
 async def ours_request(url: str, n: int, concurrency: int) -> tuple[float, float]:
     """``Session.request`` alone (the chokepoint: token, headers, limits, retries, error mapping; the body decoded
     as plain JSON), from ``concurrency`` tasks. For the ``--ladder``."""
     async with _client(url, concurrency) as client:
-        session, ids, headers = client._session, iter(range(n)), {"X-Pt-Id": "oid-1"}
-
-        async def worker() -> None:
-            for i in ids:
-                await session.request(
-                    "GET",
-                    f"/mr/api/v1/docs/doc-{i}",
-                    route="/mr/api/v1/docs/{id}",
-                    operation="describe",
-                    headers=headers,
-                    idempotent=True,
-                )
-
-        started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return _rate(n, started, cpu)
+        session = client._session
+        return await _from_tasks(n, concurrency, lambda i: _session_describe(session, i))
 
 
 def _read_report(document: ha.Document) -> None:
@@ -371,15 +375,8 @@ async def ours_many(url: str, n: int, concurrency: int, *, read_report: bool = F
 async def ours_direct(url: str, n: int, concurrency: int) -> tuple[float, float]:
     """``describe`` called from ``concurrency`` tasks sharing one iterator of ids (documents not looked at)."""
     async with _client(url, concurrency) as client:
-        ids = iter(range(n))
-
-        async def worker() -> None:
-            for i in ids:
-                await client.documents.describe(f"doc-{i}")
-
-        started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return _rate(n, started, cpu)
+        describe = client.documents.describe
+        return await _from_tasks(n, concurrency, lambda i: describe(f"doc-{i}"))
 
 
 def run_in_loop(make: Callable[[], Coroutine[Any, Any, T]], use_uvloop: bool) -> T:
