@@ -11,8 +11,9 @@ Design (one piece of code for ``describe_many`` and ``upload_many``):
 * Cheap per item (batches of tens of thousands, each call a few tens of microseconds of CPU): beyond ``call`` and
   ``wrap``, the pool creates no coroutine, task or lock per item of a sync input, pulled with a plain ``next()``
   (an async input is pulled one worker at a time, without a fair lock's convoy: see :class:`_AsyncSource`). The
-  window and the results channel are hand-rolled (a slot counter with a FIFO of waiting workers; a deque the
-  consumer drains, woken once per batch of ready results) instead of ``asyncio.Semaphore`` and ``asyncio.Queue``;
+  window is a :class:`~health_async._limits.Slots` (a slot counter with a FIFO of waiting workers) and the
+  results channel a deque the consumer drains, woken once per batch of ready results, instead of
+  ``asyncio.Semaphore`` and ``asyncio.Queue``;
   :meth:`BulkStream.__anext__` hands out the generator's own awaitable. ``benchmarks/pool_bench.py`` measures
   what is left.
 * ``run_pool`` turns every :class:`~health_async.errors.HealthError` of one item into that item's result; input
@@ -43,6 +44,7 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ._limits import Slots
 from ._logging import logger
 from .errors import ClientClosedError, HealthError, InvalidRequest
 
@@ -205,26 +207,15 @@ async def _pool(
     pull: Iterator[tuple[int, T]] | None = None if isinstance(items, AsyncIterable) else enumerate(items)
     source: _AsyncSource[T] | None = _AsyncSource(items) if isinstance(items, AsyncIterable) else None
     exhausted = False
-    # The window, hand-rolled: `free` slots, and the workers waiting for one, each on its own future; a slot
-    # given back goes straight to the first waiter (FIFO, like asyncio.Semaphore, without its per-call scans).
-    free = 2 * concurrency
-    blocked: deque[asyncio.Future[None]] = deque()
+    # The window: a slot taken per item pulled, given back when the consumer takes its result (FIFO; one plain
+    # call when a slot is free, the same Slots as the client's in-flight bound).
+    window = Slots(2 * concurrency)
     # The results, hand-rolled: a deque the consumer drains without suspending, and one future it waits on only
     # when the deque is empty (set by the next worker that appends): one wake-up per batch of ready results.
     ready: deque[Any] = deque()
     wakeup: asyncio.Future[None] | None = None
     calling: set[asyncio.Task[Any]] = set()  # with drain: workers inside `call` (their request may be on the wire)
     stopping = False
-
-    def give_back() -> None:
-        """Return one window slot: to the first worker waiting for it (skipping cancelled ones), else to ``free``."""
-        nonlocal free
-        while blocked:
-            slot = blocked.popleft()
-            if not slot.done():
-                slot.set_result(None)
-                return
-        free += 1
 
     def push(entry: Any) -> None:
         """Hand ``entry`` to the consumer, waking it if it waits (the workers' hot path inlines this)."""
@@ -236,19 +227,13 @@ async def _pool(
             wakeup = None
 
     async def worker() -> None:
-        nonlocal free, exhausted, wakeup
+        nonlocal exhausted, wakeup
         me = asyncio.current_task()
         assert me is not None
         try:
             while not stopping:
-                if free:
-                    free -= 1
-                else:
-                    slot = loop.create_future()
-                    blocked.append(slot)
-                    # Handed over by give_back(). Were this worker cancelled after the hand-over, the slot would
-                    # be lost: harmless, workers are only cancelled when the batch is ending.
-                    await slot
+                if not window.enter():
+                    await window.wait_slot()
                 if pull is not None:
                     taken = None if exhausted else next(pull, None)
                     if taken is None:
@@ -257,7 +242,7 @@ async def _pool(
                     assert source is not None
                     taken = await source.next()
                 if taken is None:
-                    give_back()
+                    window.leave()
                     return
                 index, item = taken
                 if drain:
@@ -311,15 +296,12 @@ async def _pool(
             if progress is not None:
                 progress(done, failed, total)
             if not ordered:
-                if blocked:
-                    give_back()
-                else:
-                    free += 1  # give_back(), inlined
+                window.leave()
                 yield value
                 continue
             pending[index] = value
             while next_index in pending:
-                give_back()
+                window.leave()
                 value = pending.pop(next_index)
                 next_index += 1
                 yield value

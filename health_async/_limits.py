@@ -11,7 +11,7 @@ import time
 from collections import deque
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Limits", "Overdue", "SharedLimiter"]
+__all__ = ["Limits", "Overdue", "SharedLimiter", "Slots"]
 
 
 @runtime_checkable
@@ -29,7 +29,55 @@ class SharedLimiter(Protocol):
         """The service asked for a pause (429/503 with ``Retry-After``): hold back every sharer for ``seconds``."""
 
 
-class Limits:
+class Slots:
+    """A bound of ``size`` slots, first come first served: what ``asyncio.Semaphore`` does, for hot paths.
+
+    Taking a free slot is one plain call (:meth:`enter`: no coroutine, no context manager, no scan of the
+    waiters); only a taker that finds none free waits (:meth:`wait_slot`), and a newcomer never overtakes a
+    waiter. :meth:`leave` gives a slot straight to the first waiter. The client's in-flight bound
+    (:class:`Limits`) and the bulk pool's window (:mod:`health_async._bulk`) are both one.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._free = size  # slots not taken
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+
+    def enter(self) -> bool:
+        """Take a slot if one is free and nobody waits for one; else False (then :meth:`wait_slot`).
+        Every slot taken is given back with :meth:`leave`."""
+        if self._free and not self._slot_waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def wait_slot(self) -> None:
+        """Wait for a slot, in arrival order; the slot is then held (give it back with :meth:`leave`).
+        Cancelled while waiting, it holds nothing: a slot handed over at that moment is passed on."""
+        if self.enter():
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.leave()  # the slot was ours already: hand it to the next waiter
+            elif waiter in self._slot_waiters:  # (leave() drops a cancelled waiter it meets first)
+                self._slot_waiters.remove(waiter)
+            raise
+
+    def leave(self) -> None:
+        """Give back a slot: straight to the first waiter, if any (it then holds it)."""
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
+class Limits(Slots):
     """Admission control for one client.
 
     * ``max_in_flight``: at most this many requests are on the wire at once (also the connector's limit for
@@ -55,8 +103,7 @@ class Limits:
         self.max_in_flight = max_in_flight
         self.rate = rate
         self.shared = shared
-        self._free = max_in_flight  # in-flight slots not taken
-        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        super().__init__(max_in_flight)  # the in-flight bound: enter() / wait_slot() / leave()
         self._paused_until = 0.0
         self._window_count = max(1, int(rate)) if rate is not None else 1
         self._window = self._window_count / rate if rate is not None else 0.0
@@ -117,44 +164,6 @@ class Limits:
                 wait = self._window - (now - sent[0])
                 _check(deadline, wait, "the client's rate_limit")
                 await asyncio.sleep(wait)
-
-    # The in-flight bound, hand-rolled rather than an asyncio.Semaphore: the request path takes a free slot with
-    # one plain call (no coroutine, no context manager, no scan of the waiters), and only a request that finds
-    # none waits, first come first served (a newcomer never overtakes a waiter).
-
-    def enter(self) -> bool:
-        """Take an in-flight slot if one is free and nobody waits for one; else False (then :meth:`wait_slot`).
-        Every slot taken is given back with :meth:`leave`."""
-        if self._free and not self._slot_waiters:
-            self._free -= 1
-            return True
-        return False
-
-    async def wait_slot(self) -> None:
-        """Wait for an in-flight slot, in arrival order; the slot is then held (give it back with :meth:`leave`).
-        Cancelled while waiting, it holds nothing: a slot handed over at that moment is passed on."""
-        if self.enter():
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._slot_waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.leave()  # the slot was ours already: hand it to the next waiter
-            elif waiter in self._slot_waiters:  # (leave() drops a cancelled waiter it meets first)
-                self._slot_waiters.remove(waiter)
-            raise
-
-    def leave(self) -> None:
-        """Give back an in-flight slot: straight to the first waiter, if any (it then holds it)."""
-        waiters = self._slot_waiters
-        while waiters:
-            waiter = waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._free += 1
 
 
 class Overdue(Exception):
