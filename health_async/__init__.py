@@ -4,6 +4,28 @@ Start with :class:`HealthClient`; errors are in :mod:`health_async.errors`, mode
 :mod:`health_async.models`, payload encryption in :mod:`health_async.jwe`, a fake server for tests in
 :mod:`health_async.testing`, signed webhooks in :mod:`health_async.webhooks`, resumable ingestion in
 :mod:`health_async.ingest`.
+
+Layout (one concern, one place; private ``_modules`` are machinery, public ones are what users import)::
+
+    health_async/
+      __init__.py  errors.py  jwe.py  webhooks.py  cli.py      the public surface
+      _client.py  _session.py  _auth.py  _retry.py  _limits.py  the transport: one request chokepoint
+      _wire.py                       wire declarations -> parsing: every tolerant rule, once per type
+      _plain.py                      models -> plain data for output (CLI, ingest)
+      _aadhaar.py  _mobile.py  _abha_input.py   input rules, checked before anything is sent
+      models/      one module per domain: the attrs models, each field's wire name declared beside it
+      resources/   one module per domain: its calls and their paths; a guided flow is a state machine beside
+                   its resource (_abha_flow.py)
+      _cli/        the command line, one module per domain
+      ingest/      resumable ingestion: journal, input, engines (Ray's in _ray.py, imported only when asked for)
+      testing/     the fake service, written from the vendor's files: it imports none of the client's routes,
+                   models or parsing
+
+Judgement call: the package is split by layer, with the wire rules beside their models, rather than by domain.
+The domains share their models (an upload's result carries a processing result; ABDM's care contexts, consents
+and profiles will meet in one webhook), and a layer split keeps each import one way: ``resources`` import
+``models``, ``models`` import ``_wire``, and nothing imports back (``.ci/check_imports.py`` fails CI on any import
+circle, including one dodged by an import inside a function). A new field touches its model's module and a test.
 """
 
 from ._auth import ClientCredentials, TokenProvider

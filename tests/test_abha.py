@@ -11,7 +11,7 @@ import pytest
 
 import health_async as ha
 from health_async import errors as E
-from health_async._convert import structure
+from health_async._wire import structure
 from health_async.models import (
     AbhaProfile,
     AbhaStep,

@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from health_async import HealthClient, RetryPolicy
-from health_async._convert import structure
-from health_async._convert_patients import structure_patients
+from health_async._wire import structure
 from health_async.errors import (
     ApiError,
     InvalidAbhaAddress,
@@ -30,6 +29,7 @@ from health_async.errors import (
     TransportError,
 )
 from health_async.models import Patient, PatientCreated, PatientPage, Profile
+from health_async.models._patients import structure_patients
 from health_async.testing import FakeHealthServer, Fault
 
 EXAMPLES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "patient_directory_examples.json").read_text())

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from health_async import HealthClient, cli
-from health_async._convert_processing import structure_result
+from health_async._wire import structure
 from health_async.errors import (
     AuthenticationError,
     DocumentNotFound,
@@ -599,3 +599,7 @@ def test_cli_upload_many_wait_counts_processed_and_uploaded(
     assert all(line["processing"]["status"] == "COMPLETED" and line["processing"]["tests"] for line in lines)
     assert "uploaded 3/3" in bar.getvalue() and "processed [" in bar.getvalue() and "3/3" in bar.getvalue()
     assert cli_server.calls("upload") == 3
+
+
+def structure_result(data: object, document_id: str | None = None) -> ProcessingResult:
+    return structure(data, ProcessingResult, document_id=document_id)

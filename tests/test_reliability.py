@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 import health_async as ha
-from health_async._convert import structure
+from health_async._wire import structure
 from health_async.models import DescribeResult
 from health_async.testing import FakeHealthServer, Fault
 

@@ -12,8 +12,8 @@ import attrs
 
 from .. import _json
 from .._bulk import BulkStream
-from .._convert import unstructure
 from .._items import MAX_ID_LENGTH, error_json, outcome_unknown, read_lines
+from .._plain import unstructure
 from .._progress import Progress
 from ..errors import HealthError
 from ..models import DescribeResult, UploadOutcome

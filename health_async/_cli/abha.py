@@ -31,6 +31,7 @@ import attrs
 
 from .. import _constants as C
 from .._aadhaar import normalize_aadhaar
+from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_abha_number
 from .._mobile import normalize_mobile
 from ..errors import (
     AbhaError,
@@ -44,8 +45,7 @@ from ..errors import (
     ResendTooSoon,
 )
 from ..models import AbhaAccount, FlowStep, LoginMethod, NewAbhaProfile
-from ..resources._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
-from ..resources.abha import AbhaHeaders, normalize_abha_address, normalize_abha_number
+from ..resources import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
 from ._output import Command, emit
 
 if TYPE_CHECKING:

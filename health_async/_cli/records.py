@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .._convert import unstructure
+from .._plain import unstructure
 from ..errors import HealthError
 from ..models import ProcessingResult, UploadOutcome
 from ._output import Command, Progress, Tally, display_path, drain, emit, error_json

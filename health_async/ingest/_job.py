@@ -12,6 +12,7 @@ import attrs
 
 from .._progress import Progress
 from ..errors import InvalidRequest
+from ..resources.documents import task_params
 from ._engine import ClientFactory, Engine, LocalEngine
 from ._input import check_input, input_mark, read_input
 from ._journal import IngestStatus, Journal, ScanResult
@@ -207,9 +208,7 @@ class IngestJob:
             raise InvalidRequest("engine='ray' builds a client in each actor: give a client_factory, not a client")
         task_tuple = (tasks,) if isinstance(tasks, str) else tuple(tasks)
         if op == "upload":
-            from ..resources.documents import _task_params
-
-            _task_params(task_tuple)  # an unknown task fails here, before anything is read or sent
+            task_params(task_tuple)  # an unknown task fails here, before anything is read or sent
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise InvalidRequest("user_id must be a non-empty string")
         self.op: Op = op

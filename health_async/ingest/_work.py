@@ -18,8 +18,8 @@ import attrs
 
 from .. import _json
 from .._config import NOT_GIVEN, NotGiven
-from .._convert import unstructure
 from .._items import error_json, outcome_unknown
+from .._plain import unstructure
 from ..errors import (
     ApiError,
     ClientClosedError,

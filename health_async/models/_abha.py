@@ -1,8 +1,8 @@
 """ABHA (health account) models: OTP sends, the step answers of registration and login, profiles, login methods,
 and the profile a mobile registration sends.
 
-Built from the service's JSON by the hooks in :mod:`health_async._convert_abha`; unknown keys are ignored and
-missing optional fields are ``None`` (or ``()``). Wire names are kept as attribute names except where noted.
+Wire names are the attribute names except where a field declares its own with ``wire(...)``
+(:mod:`health_async._wire`); unknown keys are ignored and missing optional fields are ``None`` (or ``()``).
 
 Secrets and personal data are left out of every ``repr``: transaction ids, OTP hints, the user's ABHA tokens,
 names, dates of birth, mobile numbers, ABHA numbers and addresses, postal addresses and photos. What a ``repr``
@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import attrs
 
-from ..errors import InvalidRequest
+from .._wire import Invalid, empty_is_none, non_empty, rule_for, wire
+from ..errors import InvalidRequest, ResponseValidationError
 from ._patients import GENDERS, Gender
 
 __all__ = [
@@ -91,8 +92,8 @@ class OtpSystem(enum.Enum):
 class OtpSent:
     """An OTP went out (resend, mobile init, login init). Pass :attr:`txn_id` to the next call."""
 
-    #: Transaction id for the next call (wire ``txn_id``). Hidden from ``repr``.
-    txn_id: str = attrs.field(repr=False)
+    #: Transaction id for the next call. Hidden from ``repr``.
+    txn_id: str = wire(parse=non_empty, pii=True)
     #: Text saying where the OTP went, the mobile number masked. Hidden from ``repr``.
     hint: str | None = attrs.field(default=None, repr=False)
 
@@ -102,11 +103,11 @@ class EkaIds:
     """The service's ids of the person once an ABHA step ends (wire ``eka``)."""
 
     #: The person's OID: pass it as ``user_id`` to later calls (wire ``oid``).
-    oid: str | None = None
-    #: The person's uuid (wire ``uuid``).
-    uuid: str | None = None
-    #: A short-lived authentication token (wire ``min_token``). Hidden from ``repr``.
-    min_token: str | None = attrs.field(default=None, repr=False)
+    oid: str | None = wire(parse=empty_is_none, default=None)
+    #: The person's uuid.
+    uuid: str | None = wire(parse=empty_is_none, default=None)
+    #: A short-lived authentication token. Hidden from ``repr``.
+    min_token: str | None = wire(parse=empty_is_none, default=None, pii=True)
 
 
 @attrs.frozen
@@ -185,7 +186,7 @@ class AbhaStep:
 
     skip_state: SkipState = SkipState.UNKNOWN
     #: Transaction id for the next call (absent after a mobile ``create``). Hidden from ``repr``.
-    txn_id: str | None = attrs.field(default=None, repr=False)
+    txn_id: str | None = wire(parse=empty_is_none, default=None, pii=True)
     #: Text saying where an OTP went, the mobile number masked. Hidden from ``repr``.
     hint: str | None = attrs.field(default=None, repr=False)
     #: The person's existing ABHA addresses (for ``abha_select``, and ``abha_create`` -> ``auto_login``).
@@ -195,9 +196,9 @@ class AbhaStep:
     #: The service's ids of the person (wire ``eka``), once known.
     eka: EkaIds | None = None
     #: The user's ABHA token, issued by ABDM. Hidden from ``repr``.
-    token: str | None = attrs.field(default=None, repr=False)
+    token: str | None = wire(parse=empty_is_none, default=None, pii=True)
     #: The user's ABHA refresh token. Hidden from ``repr``.
-    refresh_token: str | None = attrs.field(default=None, repr=False)
+    refresh_token: str | None = wire(parse=empty_is_none, default=None, pii=True)
     #: The service's ``success`` flag (mobile ``create`` only).
     success: bool | None = None
 
@@ -224,8 +225,8 @@ class LoginMethods:
     status: str | None = None
     abha_address: str | None = attrs.field(default=None, repr=False)
     abha_number: str | None = attrs.field(default=None, repr=False)
-    #: The holder's name (wire ``fullname``).
-    full_name: str | None = attrs.field(default=None, repr=False)
+    #: The holder's name (``fullname`` on the wire, ``full_name`` in some answers).
+    full_name: str | None = wire("fullname", "full_name", default=None, pii=True)
     #: The (usually masked) mobile number.
     mobile: str | None = attrs.field(default=None, repr=False)
 
@@ -392,3 +393,28 @@ class AbhaAccount:
             token=step.token,
             refresh_token=step.refresh_token,
         )
+
+
+def parse_exists(data: Any) -> bool:
+    """The ``exists`` flag of a ``phr/check`` answer (the schema also spells it ``exist``);
+    :class:`~health_async.errors.ResponseValidationError` when there is none."""
+    value = data.get("exists", data.get("exist")) if type(data) is dict else None
+    if type(value) is not bool:
+        raise ResponseValidationError("the response does not fit address check: field exists has the wrong shape")
+    return value
+
+
+_SUGGESTIONS: Final = rule_for(tuple[str, ...])
+
+
+def parse_suggestions(data: Any) -> tuple[str, ...]:
+    """The ``suggestions`` of a ``suggest`` answer (``null`` counts as none);
+    :class:`~health_async.errors.ResponseValidationError` when it is not a list of strings."""
+    if type(data) is not dict:
+        raise ResponseValidationError("the response does not fit address suggestions: expected a JSON object")
+    try:
+        return _SUGGESTIONS(data.get("suggestions"), "suggestions")  # type: ignore[no-any-return]
+    except Invalid:
+        raise ResponseValidationError(
+            "the response does not fit address suggestions: field suggestions has the wrong shape"
+        ) from None

@@ -1,20 +1,12 @@
 """Document models: descriptions, lists, uploads, the profile and Aadhaar init.
 
-Every model is built from the service's JSON by the one converter in :mod:`health_async._convert`, which
-ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional field, accepts the live
-service's spellings beside the documented ones and raises
-:class:`~health_async.errors.ResponseValidationError` for a body that does not fit.
+Attribute names are readable; where the wire name differs, the field's ``wire(...)`` declaration gives it.
 
-Attribute names are readable; where the wire name differs, the attribute's documentation gives it.
-
-Judgement call, for bulk speed: the five models of a document description (:class:`Document`,
-:class:`FileEntry`, :class:`SmartReport`, :class:`ReportItem`, :class:`Coordinate`) are ``msgspec.Struct``
-classes, not attrs classes, so that ``describe`` decodes the response bytes straight into them in C (a 3 KB
-document with a 7-item report in about the time ``orjson.loads`` takes to build plain dicts). They behave like
-the other models (frozen, hashable, compared by value, readable ``repr``); to copy one with changes use
-``msgspec.structs.replace`` rather than ``attrs.evolve``. A body that does not fit that fast decode (a number
-sent as a string, an unknown file type, a malformed report, ...) is parsed again by the tolerant converter, which
-gives the same model or a :class:`~health_async.errors.ResponseValidationError` naming the field.
+Every model is a frozen, slotted attrs class whose wire names are declared beside its fields
+(:mod:`health_async._wire`). ``describe`` decodes a description's bytes straight into :class:`Document` with
+msgspec (derived from the same declarations); a body that does not fit that fast decode (a number sent as a
+string, an unknown file type, a malformed report, ...) is parsed again by the tolerant rules, which give the same
+model or a :class:`~health_async.errors.ResponseValidationError` naming the field.
 
 Personal data (names, mobile, e-mail, date of birth, the OTP hint) is left out of every ``repr``.
 """
@@ -28,9 +20,8 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
-import msgspec
-from msgspec.structs import force_setattr as _force_setattr
 
+from .._wire import empty_is_none, fast_decoder, local, non_empty, structure, wire
 from ._processing import ProcessingResult
 
 if TYPE_CHECKING:
@@ -115,10 +106,11 @@ _RESULT_FLAGS: Final[dict[object, ResultFlag]] = {m.value: m for m in ResultFlag
 _NOT_ABNORMAL: Final = frozenset({ResultFlag.NORMAL, ResultFlag.UNDETERMINED, ResultFlag.UNKNOWN})
 
 
-class Coordinate(msgspec.Struct, frozen=True, gc=False):
+@attrs.frozen
+class Coordinate:
     """A point on a page of the document's file where a report value was read (wire ``{"x": .., "y": ..}``).
 
-    Immutable and hashable like the other models, and it unpacks: ``x, y = point``.
+    It unpacks: ``x, y = point``.
     """
 
     x: float
@@ -128,15 +120,16 @@ class Coordinate(msgspec.Struct, frozen=True, gc=False):
         return iter((self.x, self.y))
 
 
-class ReportItem(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True):
+@attrs.frozen(repr=False)
+class ReportItem:
     """One value of a smart report (a lab result, a vital, ...). Its ``repr`` leaves out the fields that are unset."""
 
     name: str | None = None
     value: str | None = None
     unit: str | None = None
     #: The service's id for the unit (wire ``unit_svc_id``, or ``unit_eka_id`` on the live service).
-    unit_svc_id: str | None = None
-    #: Reference range as printed, e.g. ``"13.0-17.0"`` (wire ``range``).
+    unit_svc_id: str | None = wire("unit_svc_id", "unit_eka_id", default=None)
+    #: Reference range as printed, e.g. ``"13.0-17.0"``.
     range: str | None = None
     result: str | None = None
     #: The raw ``sm-...`` code; :attr:`flag` gives its meaning.
@@ -148,26 +141,14 @@ class ReportItem(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True)
     file_index: int | None = None
     coordinates: tuple[Coordinate, ...] = ()
     #: The service's id for the item (wire ``svc_id``, or ``eka_id`` on the live service).
-    svc_id: str | None = None
+    svc_id: str | None = wire("svc_id", "eka_id", default=None)
     is_result_editable: bool | None = None
-    #: Date of the value as an epoch number (wire ``date``).
+    #: Date of the value as an epoch number.
     date: int | None = None
-    # The live spellings, read from the wire and moved into svc_id / unit_svc_id by __post_init__ (always None
-    # after it, so they never show in repr nor make two equal items unequal). Not part of the API.
-    _eka_id: str | None = msgspec.field(default=None, name="eka_id")
-    _unit_eka_id: str | None = msgspec.field(default=None, name="unit_eka_id")
 
-    def __post_init__(self) -> None:
-        live = self._eka_id
-        if live is not None:
-            if self.svc_id is None:
-                _force_setattr(self, "svc_id", live)
-            _force_setattr(self, "_eka_id", None)
-        live = self._unit_eka_id
-        if live is not None:
-            if self.unit_svc_id is None:
-                _force_setattr(self, "unit_svc_id", live)
-            _force_setattr(self, "_unit_eka_id", None)
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in _REPORT_ITEM_FIELDS if _is_set(self, f))
+        return f"ReportItem({shown})"
 
     @property
     def flag(self) -> ResultFlag:
@@ -175,7 +156,15 @@ class ReportItem(msgspec.Struct, frozen=True, gc=False, repr_omit_defaults=True)
         return ResultFlag.from_id(self.result_id)
 
 
-class SmartReport(msgspec.Struct, frozen=True, gc=False):
+_REPORT_ITEM_FIELDS: Final = attrs.fields(ReportItem)
+
+
+def _is_set(item: ReportItem, field: attrs.Attribute[Any]) -> bool:
+    return bool(getattr(item, field.name) != field.default)
+
+
+@attrs.frozen
+class SmartReport:
     """Values the service extracted from a document, split by whether a person verified them."""
 
     verified: tuple[ReportItem, ...] = ()
@@ -196,15 +185,13 @@ def url_repr(url: str | None) -> str:
     return repr(url[:cut] + ("?…" if cut < len(url) else ""))
 
 
-class FileEntry(msgspec.Struct, frozen=True, gc=False):
+@attrs.frozen
+class FileEntry:
     """One file of a document (an image or a PDF rendering of the same record)."""
 
     #: A presigned link to the file; its query string (the signature) is left out of ``repr``.
-    asset_url: str | None = None
+    asset_url: str | None = attrs.field(default=None, repr=url_repr)
     file_type: FileType = FileType.UNKNOWN
-
-    def __repr__(self) -> str:
-        return f"FileEntry(asset_url={url_repr(self.asset_url)}, file_type={self.file_type!r})"
 
     def __rich_repr__(self) -> list[tuple[str, Any]]:
         # rich's pretty printer asks this, not __repr__: the link without its signature here too
@@ -220,36 +207,25 @@ class _Shown(str):
         return str(self)
 
 
-class Document(msgspec.Struct, frozen=True, gc=False):
-    """A document's description (``GET /mr/api/v1/docs/{id}``)."""
+@attrs.frozen
+class Document:
+    """A document's description (``GET /mr/api/v1/docs/{id}``). Its ``repr`` leaves out the smart report."""
 
     #: The document's id (live responses carry it; ``describe`` fills it from the request when absent).
     document_id: str | None = None
     #: Origin of the document, e.g. ``"androidp"``.
     source: str | None = None
-    #: Document date as an epoch number (wire ``document_date_epoch``); see :attr:`document_date`.
+    #: Document date as an epoch number; see :attr:`document_date`.
     document_date_epoch: int | None = None
     #: Type code such as ``"lr"`` (lab report): wire ``document_type``, or ``dt`` as the schema names it.
-    document_type: str | None = None
+    document_type: str | None = wire("document_type", "dt", default=None)
     tags: tuple[str, ...] = ()
     files: tuple[FileEntry, ...] = ()
     #: The extracted values, or ``None`` when the service sent none.
-    smart_report: SmartReport | None = None
-    _dt: str | None = msgspec.field(default=None, name="dt")  # the schema's spelling; moved by __post_init__
-
-    def __post_init__(self) -> None:
-        spelled = self._dt
-        if spelled is not None:
-            if self.document_type is None:
-                _force_setattr(self, "document_type", spelled)
-            _force_setattr(self, "_dt", None)
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in _DOCUMENT_REPR)
-        return f"Document({fields})"
+    smart_report: SmartReport | None = attrs.field(default=None, repr=False)
 
     def __rich_repr__(self) -> list[tuple[str, Any]]:
-        return [(name, getattr(self, name)) for name in _DOCUMENT_REPR]
+        return [(f.name, getattr(self, f.name)) for f in attrs.fields(Document) if f.repr]
 
     @property
     def document_date(self) -> dt.datetime | None:
@@ -257,29 +233,22 @@ class Document(msgspec.Struct, frozen=True, gc=False):
         return _epoch_to_datetime(self.document_date_epoch)
 
 
-_DOCUMENT_REPR: Final = ("document_id", "source", "document_date_epoch", "document_type", "tags", "files")
-
-
 @attrs.frozen
 class DocumentListItem:
     """One entry of the document list (``GET /mr/api/v1/docs``), flattened from ``record.item``."""
 
-    document_id: str
-    #: Upload time as an epoch number (wire ``upload_date``).
-    upload_date: int | None = None
-    document_type: str | None = None
-    #: OID of the user the document belongs to (wire ``patient_id``).
-    patient_id: str | None = attrs.field(default=None, repr=False)
-    #: From ``metadata.title``.
-    title: str | None = attrs.field(default=None, repr=False)
-    #: From ``metadata.tags``.
-    tags: tuple[str, ...] = ()
-    #: From ``metadata.auto_tags``.
-    auto_tags: tuple[str, ...] = ()
-    #: From ``metadata.document_date`` (epoch).
-    document_date: int | None = None
-    #: From ``metadata.thumbnail``.
-    thumbnail: str | None = attrs.field(default=None, repr=False)
+    document_id: str = wire("record.item.document_id", parse=non_empty)
+    #: Upload time as an epoch number.
+    upload_date: int | None = wire("record.item.upload_date", default=None)
+    document_type: str | None = wire("record.item.document_type", default=None)
+    #: OID of the user the document belongs to.
+    patient_id: str | None = wire("record.item.patient_id", default=None, pii=True)
+    title: str | None = wire("record.item.metadata.title", default=None, pii=True)
+    tags: tuple[str, ...] = wire("record.item.metadata.tags", default=())
+    auto_tags: tuple[str, ...] = wire("record.item.metadata.auto_tags", default=())
+    #: Document date as an epoch number.
+    document_date: int | None = wire("record.item.metadata.document_date", default=None)
+    thumbnail: str | None = wire("record.item.metadata.thumbnail", default=None, pii=True)
 
 
 @attrs.frozen
@@ -287,7 +256,7 @@ class DocumentPage:
     """One page of the document list; ``next_token`` is ``None`` on the last page."""
 
     items: tuple[DocumentListItem, ...] = ()
-    next_token: str | None = None
+    next_token: str | None = wire(parse=empty_is_none, default=None)
     source_refreshed_at: int | None = None
 
 
@@ -300,55 +269,49 @@ class UploadResult:
 
     document_id: str
     #: The ``COMPLETED`` processing result when the upload waited for it (``wait=True``), else ``None``.
-    processing: ProcessingResult | None = None
+    processing: ProcessingResult | None = local()
     #: How the file went: ``"direct"`` (``POST /mr/api/v2/docs``, which runs the upload ``tasks``) or
     #: ``"presigned"`` (declared with ``POST /mr/api/v1/docs``, then posted to the storage form it gave).
-    route: Literal["direct", "presigned"] = "direct"
+    route: Literal["direct", "presigned"] = local(default="direct")
 
 
 @attrs.frozen
 class AadhaarInit:
     """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
 
-    #: Transaction id to pass to the next registration steps (wire ``txn_id``); hidden from ``repr``.
-    txn_id: str = attrs.field(repr=False)
+    #: Transaction id to pass to the next registration steps; hidden from ``repr``.
+    txn_id: str = wire(pii=True)
     #: Text saying where the OTP went, the mobile number masked (hidden from ``repr``).
-    hint: str | None = attrs.field(default=None, repr=False)
+    hint: str | None = wire(default=None, pii=True)
 
 
 @attrs.frozen
 class Profile:
     """An EMR user's profile (``GET /profiles/v1/emr-user/{oid}``). Personal fields are hidden from ``repr``."""
 
-    #: The user id (wire ``oid``).
+    #: The user id.
     oid: str | None = None
-    #: Wire ``bid`` (business id).
-    business_id: str | None = None
-    #: Status short code (wire ``ps``).
-    status: str | None = None
-    #: Creation timestamp as sent (wire ``c_ate``).
-    created_at: int | None = None
-    #: Update timestamp as sent (wire ``u_ate``).
-    updated_at: int | None = None
-    #: Gender short code (wire ``gen``).
-    gender: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``dob`` (``YYYY-MM-DD``).
-    date_of_birth: dt.date | None = attrs.field(default=None, repr=False)
-    #: Whether the date of birth was derived from a stated age (wire ``is_age``).
-    dob_from_age: bool | None = attrs.field(default=None, repr=False)
-    #: Wire ``fn``.
-    first_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``ln``.
-    last_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``fln``.
-    full_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``bg``.
-    blood_group: str | None = attrs.field(default=None, repr=False)
-    #: With the country prefix (wire ``mobile``).
-    mobile: str | None = attrs.field(default=None, repr=False)
-    email: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``s``.
-    salutation: str | None = attrs.field(default=None, repr=False)
+    business_id: str | None = wire("bid", default=None)
+    #: Status short code.
+    status: str | None = wire("ps", default=None)
+    #: Creation timestamp as sent.
+    created_at: int | None = wire("c_ate", default=None)
+    #: Update timestamp as sent.
+    updated_at: int | None = wire("u_ate", default=None)
+    #: Gender short code.
+    gender: str | None = wire("gen", default=None, pii=True)
+    #: ``YYYY-MM-DD`` on the wire.
+    date_of_birth: dt.date | None = wire("dob", default=None, pii=True)
+    #: Whether the date of birth was derived from a stated age.
+    dob_from_age: bool | None = wire("is_age", default=None, pii=True)
+    first_name: str | None = wire("fn", default=None, pii=True)
+    last_name: str | None = wire("ln", default=None, pii=True)
+    full_name: str | None = wire("fln", default=None, pii=True)
+    blood_group: str | None = wire("bg", default=None, pii=True)
+    #: With the country prefix.
+    mobile: str | None = wire(default=None, pii=True)
+    email: str | None = wire(default=None, pii=True)
+    salutation: str | None = wire("s", default=None, pii=True)
 
 
 @attrs.frozen
@@ -395,3 +358,34 @@ class UploadOutcome:
     def ok(self) -> bool:
         """True when the file was uploaded."""
         return self.error is None
+
+
+# ----------------------------------------------------------------------------- reading a description
+#
+# Two paths give the same model for the same body (a property test checks it): the fast one decodes the response
+# bytes straight into the models with msgspec (derived from the declarations above, live spellings included); a
+# body that does not fit it as it is takes the tolerant rules of :func:`health_async._wire.structure`.
+
+_decode_fast: Final = fast_decoder(Document)
+_ENVELOPE_KEY: Final = b'"ciphertext"'
+
+
+def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:
+    """The fast path: a describe's response bytes as a :class:`Document`, or ``None`` when the body does not fit
+    it as it is (then decode the JSON and call :func:`structure_document`, which tolerates more and names the field
+    that does not fit). ``document_id`` fills the id when the body has none."""
+    if _ENVELOPE_KEY in raw:  # possibly an encrypted body (or text that mentions it): the generic path decides
+        return None
+    doc = _decode_fast(raw)
+    if doc is not None and doc.document_id is None and document_id is not None:
+        object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
+    return doc
+
+
+def structure_document(data: Any, document_id: str | None = None) -> Document:
+    """Parse a document description (decoded JSON), tolerantly; ``document_id`` fills the id when the body has
+    none (absent or ``null``). Raises :class:`~health_async.errors.ResponseValidationError`."""
+    doc = structure(data, Document)
+    if doc.document_id is None and document_id is not None:
+        object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
+    return doc

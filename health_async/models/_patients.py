@@ -1,8 +1,10 @@
 """Patient directory models (``/profiles/v1/patient/...``).
 
-Built from the service's JSON by the hooks in :mod:`health_async._convert_patients`: the wire's short names
-(``fn``, ``mn``, ``ln``, ``fln``, ``gen``, ``dob``, ``ccd``, ``bg``/``bloodgroup``, ``c_ate``, ``arc``...) never leave
-the converter; unknown keys are ignored and every field but :attr:`Patient.oid` may be missing (``None``).
+The wire's short names (``fn``, ``mn``, ``ln``, ``fln``, ``gen``, ``dob``, ``ccd``, ``bg``/``bloodgroup``, ``c_ate``,
+``arc``...) are declared beside the readable fields (:mod:`health_async._wire`); unknown keys are ignored and every
+field but :attr:`Patient.oid` may be missing (``None``). Accepted spellings beside the documented ones:
+``bloodgroup`` for ``bg`` (the request spelling), ``mob`` for ``mobile`` (the by-mobile query's spelling); an
+``oid`` sent as a number is taken as its decimal string.
 
 Personal data (names, mobile number, e-mail, date of birth, gender, username, ABHA address, extras) is left out
 of every ``repr``: only the OID, the workspace, the status, the timestamps and the archived flag are shown.
@@ -15,6 +17,9 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import attrs
+
+from .._wire import non_empty, rule_for, structure, structure_many, wire
+from ..errors import ResponseValidationError
 
 __all__ = ["BLOOD_GROUPS", "GENDERS", "BloodGroup", "Gender", "Patient", "PatientCreated", "PatientPage"]
 
@@ -37,69 +42,101 @@ class Patient:
     mask digits, e.g. ``98765XXXXX``).
     """
 
-    #: The patient's id (wire ``oid``): pass it to ``get``, ``update``, ``archive`` or record calls as ``user_id``.
-    oid: str
-    #: Workspace id (wire ``wid``).
-    workspace_id: str | None = None
-    #: Profile status short code (wire ``ps``, e.g. ``"P"``).
-    status: str | None = None
-    #: Creation time, epoch seconds (wire ``c_ate``).
-    created_at: int | None = None
-    #: Last update time, epoch seconds (wire ``u_ate``).
-    updated_at: int | None = None
-    #: True when archived (wire ``arc``; only sent when archived profiles were asked for).
-    archived: bool | None = None
-    #: Gender code, ``"M"``, ``"F"`` or ``"O"`` (wire ``gen``).
-    gender: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``dob``.
-    date_of_birth: dt.date | None = attrs.field(default=None, repr=False)
-    #: True when :attr:`date_of_birth` was derived from a stated age (wire ``is_age``).
-    dob_from_age: bool | None = attrs.field(default=None, repr=False)
-    #: Wire ``s`` (salutation, e.g. ``"Dr"``).
-    salutation: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``fn``.
-    first_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``mn``.
-    middle_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``ln``.
-    last_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``fln``.
-    full_name: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``bg`` (``bloodgroup`` in requests).
-    blood_group: str | None = attrs.field(default=None, repr=False)
-    #: Wire ``mobile``: as stored, usually the national number without :attr:`country_code`.
-    mobile: str | None = attrs.field(default=None, repr=False)
-    #: Country calling code of :attr:`mobile`, e.g. ``"+91"`` (wire ``ccd``).
-    country_code: str | None = attrs.field(default=None, repr=False)
-    email: str | None = attrs.field(default=None, repr=False)
-    #: UHID / partner id / username, unique in the workspace (wire ``username``).
-    username: str | None = attrs.field(default=None, repr=False)
-    #: ABHA address, e.g. ``name@abdm`` (wire ``abha``).
-    abha: str | None = attrs.field(default=None, repr=False)
+    #: The patient's id: pass it to ``get``, ``update``, ``archive`` or record calls as ``user_id``.
+    oid: str = wire(parse=non_empty)
+    #: Workspace id.
+    workspace_id: str | None = wire("wid", default=None)
+    #: Profile status short code (e.g. ``"P"``).
+    status: str | None = wire("ps", default=None)
+    #: Creation time, epoch seconds.
+    created_at: int | None = wire("c_ate", default=None)
+    #: Last update time, epoch seconds.
+    updated_at: int | None = wire("u_ate", default=None)
+    #: True when archived (only sent when archived profiles were asked for).
+    archived: bool | None = wire("arc", default=None)
+    #: Gender code, ``"M"``, ``"F"`` or ``"O"``.
+    gender: str | None = wire("gen", default=None, pii=True)
+    date_of_birth: dt.date | None = wire("dob", default=None, pii=True)
+    #: True when :attr:`date_of_birth` was derived from a stated age.
+    dob_from_age: bool | None = wire("is_age", default=None, pii=True)
+    #: Salutation, e.g. ``"Dr"``.
+    salutation: str | None = wire("s", default=None, pii=True)
+    first_name: str | None = wire("fn", default=None, pii=True)
+    middle_name: str | None = wire("mn", default=None, pii=True)
+    last_name: str | None = wire("ln", default=None, pii=True)
+    full_name: str | None = wire("fln", default=None, pii=True)
+    blood_group: str | None = wire("bg", "bloodgroup", default=None, pii=True)
+    #: As stored, usually the national number without :attr:`country_code`.
+    mobile: str | None = wire("mobile", "mob", default=None, pii=True)
+    #: Country calling code of :attr:`mobile`, e.g. ``"+91"``.
+    country_code: str | None = wire("ccd", default=None, pii=True)
+    email: str | None = wire(default=None, pii=True)
+    #: UHID / partner id / username, unique in the workspace.
+    username: str | None = wire(default=None, pii=True)
+    #: ABHA address, e.g. ``name@abdm``.
+    abha: str | None = wire(default=None, pii=True)
     #: The free-form ``extras`` object given at creation or update.
-    extras: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
+    extras: Mapping[str, Any] | None = wire(default=None, pii=True)
 
 
 @attrs.frozen
 class PatientCreated:
     """The answer to ``patients.create`` (HTTP 201): the new patient's OID."""
 
-    oid: str
+    oid: str = wire(parse=non_empty)
 
 
 @attrs.frozen
 class PatientPage:
     """One page of ``GET /profiles/v1/patient/minified/`` (``patients.pages``)."""
 
-    #: The patients of this page (wire ``profiles``).
-    patients: tuple[Patient, ...] = ()
-    #: The page number the service says this is (wire ``currPageMeta.currPageNo``), if it said.
-    page_no: int | None = None
-    #: The page size the service applied (wire ``currPageMeta.pageSize``), if it said.
-    page_size: int | None = None
-    #: The next page number the service gave (wire ``currPageMeta.nextPage``); ``None`` when it said ``-1`` or
-    #: nothing.
-    next_page: int | None = None
+    #: The patients of this page.
+    patients: tuple[Patient, ...] = wire("profiles", default=())
+    #: The page number the service says this is, if it said.
+    page_no: int | None = wire("currPageMeta.currPageNo", default=None)
+    #: The page size the service applied, if it said.
+    page_size: int | None = wire("currPageMeta.pageSize", default=None)
+    #: The next page number the service gave; ``None`` when it said ``-1`` or nothing.
+    next_page: int | None = wire("currPageMeta.nextPage", parse=lambda v, label: _next_page(v, label), default=None)
     #: True when the service said this is the last page (``nextPage == -1``), False when it gave a next page,
     #: ``None`` when it did not say (then only an empty or a short page ends the listing).
-    is_last: bool | None = None
+    is_last: bool | None = wire("currPageMeta.nextPage", parse=lambda v, label: _is_last(v, label), default=None)
+
+
+_PAGE_NUMBER: Final = rule_for(int | None)
+
+
+def _next_page(value: Any, label: str) -> int | None:
+    page: int | None = _PAGE_NUMBER(value, label)
+    return page if page is not None and page >= 0 else None
+
+
+def _is_last(value: Any, label: str) -> bool | None:
+    page: int | None = _PAGE_NUMBER(value, label)
+    return None if page is None else page < 0
+
+
+#: Keys under which a wrapped answer may carry its list of patients.
+_WRAPPERS: Final = ("profiles", "patients", "data", "results")
+
+
+def structure_patients(data: Any, what: str) -> tuple[Patient, ...]:
+    """Patients from an answer that may be a JSON array of them, one object (by-mobile's documented shape), or an
+    object wrapping the array (``{"profiles": [...]}``); ``None``, ``{}`` and ``[]`` give ``()``.
+
+    ``what`` names the answer in the error (``"search"``, ...). Raises
+    :class:`~health_async.errors.ResponseValidationError`.
+    """
+    if data is None or (type(data) is dict and not data):
+        return ()
+    if type(data) is dict:
+        for key in _WRAPPERS:
+            inner = data.get(key)
+            if type(inner) is list and "oid" not in data:
+                data = inner
+                break
+        else:
+            return (structure(data, Patient),)
+    if type(data) is not list:
+        raise ResponseValidationError(f"the {what} answer does not fit Patient: expected a JSON array or object")
+    return structure_many(data, Patient, what)

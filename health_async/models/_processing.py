@@ -16,11 +16,17 @@ FHIR bundle (it names the patient) and any title.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+
+from .. import _json
+from .._wire import Invalid, as_text, local, rule_for, structure_many, wire
+from ..errors import ResponseValidationError
 
 __all__ = [
     "ExtractedTest",
@@ -67,8 +73,16 @@ class ProcessingError:
     """One entry of the result's ``error`` array."""
 
     #: The service's code: an int as documented (a string if the service sends a symbolic code).
-    code: int | str | None = None
-    message: str | None = None
+    code: int | str | None = wire(parse=lambda value, label: _code(value, label), default=None)
+    message: str | None = wire(parse=as_text, default=None)
+
+
+def _code(value: Any, label: str) -> int | str | None:
+    if value is None or type(value) is int or type(value) is str:
+        return value
+    if type(value) is float and value.is_integer():
+        return int(value)
+    raise Invalid(label)
 
 
 @attrs.frozen
@@ -82,11 +96,39 @@ class ReferenceRange:
     low: float | None = None
     high: float | None = None
 
+    @staticmethod
+    def __wire_rule__(value: Any, _: str) -> ReferenceRange | None:
+        """The wire rule of a range: an object, or (as the schema says) a JSON string of one, with ``low``/``high``
+        (or ``min``/``max``), each a number or a numeric string.
+
+        Judgement call: anything else (empty, a text range, JSON that is not an object) gives ``None`` rather than
+        failing the whole result; the printed range is still in ``display_range``.
+        """
+        if type(value) is str:
+            if not value.strip():
+                return None
+            try:
+                value = _json.loads(value)
+            except _json.JSONDecodeError:
+                return None
+        if type(value) is not dict:
+            return None
+        get = value.get
+        found = ReferenceRange(_bound(get("low", get("min"))), _bound(get("high", get("max"))))
+        return None if found.low is None and found.high is None else found
+
     def contains(self, value: float) -> bool | None:
         """Whether ``value`` lies within the range (bounds included); ``None`` when the range has no bound."""
         if self.low is None and self.high is None:
             return None
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+
+def _bound(value: Any) -> float | None:
+    # A range bound: a number or a numeric string; anything else is "no bound" (ranges are best effort).
+    if type(value) is str or type(value) is int or type(value) is float:
+        return _number(value)
+    return None
 
 
 @attrs.frozen
@@ -97,27 +139,33 @@ class ExtractedTest:
     to the service's standard unit for that test (wire ``normalised_data``), for trends across reports.
     """
 
-    #: Verbatim as written in the report (wire ``test_name``).
-    name: str | None = None
+    #: Verbatim as written in the report.
+    name: str | None = wire("test_name", "name", default=None)
     #: The value as text, as the report gives it (a number on the wire becomes its text); see :attr:`number`.
-    value: str | None = None
-    #: The unit as read by OCR (wire ``data.unit``); :attr:`unit_processed` is the service's clean-up of it.
-    unit: str | None = None
-    unit_processed: str | None = None
-    #: The service's id for the unit (wire ``data.unit_eka_id``).
-    unit_eka_id: str | None = None
-    #: The normal range as printed (wire ``data.display_range``).
-    display_range: str | None = None
-    #: The report's own normal range, structured (wire ``data.normal_range_report``).
-    range_report: ReferenceRange | None = None
-    #: The service's normal range for the person's age and gender (wire ``data.normal_range_eka``).
-    range_eka: ReferenceRange | None = None
-    #: Wire ``normalised_data.value``, as text.
-    normalised_value: str | None = None
-    normalised_unit: str | None = None
-    normalised_unit_eka_id: str | None = None
-    normalised_range_report: ReferenceRange | None = None
-    normalised_range_eka: ReferenceRange | None = None
+    value: str | None = wire("data.value", parse=as_text, default=None)
+    #: The unit as read by OCR; :attr:`unit_processed` is the service's clean-up of it.
+    unit: str | None = wire("data.unit", default=None)
+    unit_processed: str | None = wire("data.unit_processed", default=None)
+    #: The service's id for the unit.
+    unit_eka_id: str | None = wire("data.unit_eka_id", default=None)
+    #: The normal range as printed.
+    display_range: str | None = wire("data.display_range", parse=as_text, default=None)
+    #: The report's own normal range, structured.
+    range_report: ReferenceRange | None = wire("data.normal_range_report", default=None)
+    #: The service's normal range for the person's age and gender.
+    range_eka: ReferenceRange | None = wire("data.normal_range_eka", default=None)
+    #: The value converted to the standard unit, as text.
+    normalised_value: str | None = wire("normalised_data.value", "normalized_data.value", parse=as_text, default=None)
+    normalised_unit: str | None = wire("normalised_data.unit", "normalized_data.unit", default=None)
+    normalised_unit_eka_id: str | None = wire(
+        "normalised_data.unit_eka_id", "normalized_data.unit_eka_id", default=None
+    )
+    normalised_range_report: ReferenceRange | None = wire(
+        "normalised_data.normal_range_report", "normalized_data.normal_range_report", default=None
+    )
+    normalised_range_eka: ReferenceRange | None = wire(
+        "normalised_data.normal_range_eka", "normalized_data.normal_range_eka", default=None
+    )
     #: How sure the service is of this test's data.
     confidence: float | None = None
     #: The service's identifier of the test.
@@ -141,7 +189,7 @@ class ExtractedTest:
         return self.range_report or self.range_eka
 
 
-def _number(text: str | None) -> float | None:
+def _number(text: str | float | None) -> float | None:
     if text is None:
         return None
     try:
@@ -168,17 +216,34 @@ class ProcessingResult:
     """
 
     #: The document (from the request; the answer does not carry it).
-    document_id: str | None = None
+    document_id: str | None = local()
     status: ProcessingStatus = ProcessingStatus.UNKNOWN
     #: The status exactly as sent (useful when :attr:`status` is ``UNKNOWN``).
-    raw_status: str | None = None
-    #: The service's error entries (wire ``error``), usually only with status ``ERROR``.
-    errors: tuple[ProcessingError, ...] = ()
-    _tests_data: Any = attrs.field(default=None, repr=False, eq=False, hash=False, alias="tests_data")
-    _fhir_data: Any = attrs.field(default=None, repr=False, eq=False, hash=False, alias="fhir_data")
-    #: Wire ``data.output.pii``: ``{file path: [{PageNum, DocumentDate, Patient, Report}, ...]}`` as sent.
-    #: Personal data (names, ages, doctors, dates): hidden from ``repr``.
-    pii: Mapping[str, Any] | None = attrs.field(default=None, repr=False, eq=False, hash=False)
+    raw_status: str | None = wire("status", default=None)
+    #: The service's error entries (wire ``error``; one object is taken as a list of one), usually only with
+    #: status ``ERROR``.
+    errors: tuple[ProcessingError, ...] = wire("error", "errors", parse=lambda v, label: _errors(v, label), default=())
+    _tests_data: list[Any] | None = wire(
+        "data.output.data",
+        parse=lambda v, label: _array(v, label),
+        default=None,
+        repr=False,
+        eq=False,
+        hash=False,
+        alias="tests_data",
+    )
+    _fhir_data: str | dict[str, Any] | None = wire(
+        "data.fhir",
+        parse=lambda v, label: _fhir_as_sent(v, label),
+        default=None,
+        repr=False,
+        eq=False,
+        hash=False,
+        alias="fhir_data",
+    )
+    #: Wire ``data.output.pii`` (or ``data.pii``): ``{file path: [{PageNum, DocumentDate, Patient, Report}, ...]}``
+    #: as sent. Personal data (names, ages, doctors, dates): hidden from ``repr``.
+    pii: Mapping[str, Any] | None = wire("data.output.pii", "data.pii", default=None, pii=True, eq=False, hash=False)
     _tests: Any = attrs.field(init=False, default=_UNSET, repr=False, eq=False, hash=False)
     _fhir: Any = attrs.field(init=False, default=_UNSET, repr=False, eq=False, hash=False)
 
@@ -198,9 +263,7 @@ class ProcessingResult:
             if self.status is not ProcessingStatus.COMPLETED or self._tests_data is None:
                 tests = ()
             else:
-                from .._convert_processing import structure_tests
-
-                tests = structure_tests(self._tests_data)
+                tests = structure_many(self._tests_data, ExtractedTest, "data.output.data")
             object.__setattr__(self, "_tests", tests)
         return tests  # type: ignore[no-any-return]
 
@@ -212,8 +275,51 @@ class ProcessingResult:
         """
         fhir = self._fhir
         if fhir is _UNSET:
-            from .._convert_processing import decode_fhir
-
             fhir = None if self._fhir_data is None else decode_fhir(self._fhir_data)
             object.__setattr__(self, "_fhir", fhir)
         return fhir  # type: ignore[no-any-return]
+
+
+_ERRORS_RULE: Final = rule_for(tuple[ProcessingError, ...])
+
+
+def _errors(value: Any, label: str) -> tuple[ProcessingError, ...]:
+    return _ERRORS_RULE([value] if type(value) is dict else value, label)  # type: ignore[no-any-return]
+
+
+def _array(value: Any, label: str) -> list[Any] | None:
+    if value is None or type(value) is list:
+        return value
+    raise Invalid(label)
+
+
+def _fhir_as_sent(value: Any, label: str) -> str | dict[str, Any] | None:
+    if not value:
+        return None
+    if type(value) is str or type(value) is dict:
+        return value
+    raise Invalid(label)
+
+
+def decode_fhir(data: Any) -> dict[str, Any]:
+    """``data.fhir``: base64 (standard or URL-safe, padding optional) of a JSON object; an object is taken as is.
+
+    Raises :class:`ResponseValidationError` (naming the field, never the content) when it is neither.
+    """
+    if type(data) is dict:
+        return data
+    if type(data) is not str:
+        raise ResponseValidationError("the response does not fit ProcessingResult: field data.fhir has the wrong shape")
+    text = data.strip()
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_" if "-" in text or "_" in text else None)
+        bundle = _json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise ResponseValidationError(
+            "the response does not fit ProcessingResult: field data.fhir is not base64 of JSON"
+        ) from None
+    if type(bundle) is not dict:
+        raise ResponseValidationError(
+            "the response does not fit ProcessingResult: field data.fhir is not a JSON object"
+        )
+    return bundle

@@ -1,6 +1,6 @@
 """Models of cases (``/mr/api/v1/cases``) and of the presigned batch upload's answer (``POST /mr/api/v1/docs``).
 
-Parsed by the hand-written hooks of :mod:`health_async._convert_records`. A case's name and its partner metadata
+Wire names are declared beside the fields (:mod:`health_async._wire`). A case's name and its partner metadata
 (which may carry a hospital id such as a UHID) are left out of ``repr``; the presigned storage forms (their URL
 and signed fields are credentials) are never shown at all.
 """
@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
+from .._wire import Invalid, empty_is_none, non_empty, wire
 
 __all__ = ["Case", "CasePage", "HiType"]
 
@@ -37,24 +39,24 @@ class Case:
     and no details.
     """
 
-    #: The case id (wire ``id``).
-    case_id: str
+    #: The case id.
+    case_id: str = wire("id", parse=non_empty)
     #: ``"A"`` (active) or ``"D"`` (deleted); see :attr:`deleted`.
     status: str | None = None
     #: Last change as epoch seconds (wire ``updated_at``); the list is ordered by it.
     updated_at: int | None = None
     #: Human-readable name, e.g. ``"Leg Injury"`` (health data: hidden from ``repr``).
-    display_name: str | None = attrs.field(default=None, repr=False)
-    #: The partner's type code, e.g. ``"OP"`` (wire ``type``).
-    case_type: str | None = None
+    display_name: str | None = wire("item.display_name", default=None, pii=True)
+    #: The partner's type code, e.g. ``"OP"``.
+    case_type: str | None = wire("item.type", default=None)
     #: The health-information type (a :class:`HiType` value, or a newer one as sent).
-    hi_type: str | None = None
+    hi_type: str | None = wire("item.hi_type", default=None)
     #: The partner's own metadata, e.g. ``{"uhid": ...}`` (hidden from ``repr``; read-only).
-    partner_meta: Mapping[str, Any] | None = attrs.field(default=None, repr=False, hash=False)
+    partner_meta: Mapping[str, Any] | None = wire("item.partner_meta", default=None, pii=True, hash=False)
     #: Creation time as epoch seconds.
-    created_at: int | None = None
+    created_at: int | None = wire("item.created_at", default=None)
     #: When the event of the case happened, as epoch seconds.
-    occurred_at: int | None = None
+    occurred_at: int | None = wire("item.occurred_at", default=None)
 
     @property
     def deleted(self) -> bool:
@@ -71,8 +73,8 @@ class Case:
 class CasePage:
     """One page of the case list; ``next_token`` is ``None`` on the last page."""
 
-    items: tuple[Case, ...] = ()
-    next_token: str | None = None
+    items: tuple[Case, ...] = wire("cases", default=())
+    next_token: str | None = wire(parse=empty_is_none, default=None)
 
 
 @attrs.frozen(repr=False)
@@ -83,8 +85,8 @@ class PresignedForm:
     Internal: not exported.
     """
 
-    url: str
-    fields: Mapping[str, str] = attrs.field(hash=False)
+    url: str = wire(parse=lambda value, label: _storage_url(value, label))
+    fields: Mapping[str, str] = wire(parse=lambda value, label: _form_fields(value, label), factory=dict, hash=False)
 
     def __repr__(self) -> str:
         return f"PresignedForm(url=<hidden>, fields=<{len(self.fields)} hidden>)"
@@ -95,12 +97,48 @@ class PresignedEntry:
     """One entry of a presigned batch answer: the new document and a form per declared file, or the service's
     refusal (``error_code``, ``error_message``). Internal: not exported."""
 
-    document_id: str | None = None
+    document_id: str | None = wire(parse=empty_is_none, default=None)
     forms: tuple[PresignedForm, ...] = ()
-    error_code: str | None = None
-    error_message: str | None = attrs.field(default=None, repr=False)
+    #: ``error_details.code``; ``"UNKNOWN"`` for an ``error_details`` object without detail (still a refusal).
+    error_code: str | None = wire("error_details", parse=lambda value, label: _refusal_code(value, label), default=None)
+    error_message: str | None = wire("error_details.message", default=None, pii=True)
 
     @property
     def refused(self) -> bool:
         """True when the entry carries ``error_details``."""
         return self.error_code is not None or self.error_message is not None
+
+
+@attrs.frozen
+class PresignedBatch:
+    """The presigned batch answer (``{"batch_response": [...]}``): one entry per declared document, in request
+    order. Internal: not exported."""
+
+    entries: tuple[PresignedEntry, ...] = wire("batch_response", default=())
+
+
+def _refusal_code(value: Any, label: str) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise Invalid(label)
+    code, message = value.get("code"), value.get("message")
+    if code is None:
+        return None if message is not None else "UNKNOWN"
+    if type(code) is str or type(code) is int:
+        return str(code)
+    raise Invalid(f"{label}.code")
+
+
+def _storage_url(value: Any, label: str) -> str:
+    if type(value) is not str or not value.startswith(("https://", "http://")):
+        raise Invalid(label)
+    return value
+
+
+def _form_fields(value: Any, label: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if type(value) is not dict or not all(type(v) is str for v in value.values()):
+        raise Invalid(label)
+    return dict(value)

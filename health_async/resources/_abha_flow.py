@@ -60,6 +60,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, Unpack
 
+from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_txn_id
 from .._logging import logger
 from ..errors import (
     AbhaRateLimited,
@@ -81,7 +82,6 @@ from ..models._abha import (
     OtpSystem,
     SkipState,
 )
-from .abha import AbhaHeaders, normalize_abha_address, normalize_txn_id
 
 if TYPE_CHECKING:
     import datetime as dt

@@ -31,9 +31,9 @@ from yarl import URL
 
 from .. import _constants as C
 from .._config import NOT_GIVEN, NotGiven, check_header_value, normalize_base_url, path_segment
-from .._convert_records import structure_presigned
 from .._files import FileInput, FileSource, multipart_body, read_head, sniff_content_type
 from .._retry import RetryPolicy, retry_reason
+from .._wire import structure
 from ..errors import (
     ApiError,
     DocumentNotFound,
@@ -44,6 +44,7 @@ from ..errors import (
     UploadFailed,
 )
 from ..models import UploadResult
+from ..models._records import PresignedBatch
 
 if TYPE_CHECKING:
     from .._session import Session
@@ -284,7 +285,7 @@ async def _declare(
         if refused is not None:
             raise UploadFailed(f"create: the service refused the document (code {refused})", code=refused) from exc
         raise
-    entries = structure_presigned(data)
+    entries = structure(data, PresignedBatch).entries
     if len(entries) != 1:
         raise ResponseValidationError(f"create: the service answered {len(entries)} batch entries for 1 document")
     answer = entries[0]
@@ -308,7 +309,7 @@ async def _declare(
 def _refusal(body: Any) -> str | None:
     """The ``error_details.code`` of a 4XX batch answer that carries one (``ErrorUploadResponse``)."""
     try:
-        entries = structure_presigned(body)
+        entries = structure(body, PresignedBatch).entries
     except ResponseValidationError:
         return None
     for entry in entries:

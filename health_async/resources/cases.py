@@ -7,13 +7,10 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
-from .. import (
-    _convert_records,  # noqa: F401  (registers the case parsing hooks)
-)
 from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
 from .._constants import H_PT_ID
-from .._convert import structure
 from .._retry import RetryPolicy
+from .._wire import structure
 from ..errors import ApiError, InvalidRequest, NotFoundError, ResponseValidationError
 from ..models import Case, CasePage, HiType
 from ._base import Resource

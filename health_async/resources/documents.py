@@ -12,10 +12,9 @@ import attrs
 from .. import _constants as C
 from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
 from .._config import NOT_GIVEN, NotGiven, path_segment
-from .._convert import decode_document, structure, structure_document
-from .._convert_processing import structure_result
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
+from .._wire import structure
 from ..errors import FileTooLarge, HealthError, InvalidRequest
 from ..models import (
     DescribeResult,
@@ -26,6 +25,7 @@ from ..models import (
     UploadOutcome,
     UploadResult,
 )
+from ..models._documents import decode_document, structure_document
 from . import _presigned
 from ._base import Resource
 from ._polling import DEFAULT_WAIT_TIMEOUT, PATH_RESULT, PollPolicy, check_timeout, poll_until_final, wait_stage
@@ -120,7 +120,7 @@ class Documents(Resource):
             retry=retry,
             timeout=timeout,
         )
-        return structure_result(data, document_id)
+        return structure(data, ProcessingResult, document_id=document_id)
 
     async def wait_for_result(
         self,
@@ -228,7 +228,7 @@ class Documents(Resource):
                 uploaded.document_id, timeout=wait_deadline, user_id=wait_user, poll=wait_policy
             )
             return attrs.evolve(uploaded, processing=processing)
-        params = _task_params(tasks)
+        params = task_params(tasks)
         if document_type is not None:
             params.append(("dt", _query_value("document_type", document_type)))
         if batch is not None:
@@ -415,7 +415,7 @@ class Documents(Resource):
                 ...
         """
         tasks = tuple(tasks) if not isinstance(tasks, str) else (tasks,)
-        _task_params(tasks)  # bad tasks fail the whole call, before anything is read or sent
+        task_params(tasks)  # bad tasks fail the whole call, before anything is read or sent
         if document_type is not None:
             _query_value("document_type", document_type)
 
@@ -606,7 +606,10 @@ def _both(first: ProgressCallback | None, second: ProgressCallback | None) -> Pr
     return both
 
 
-def _task_params(tasks: Iterable[str]) -> list[tuple[str, str]]:
+def task_params(tasks: Iterable[str]) -> list[tuple[str, str]]:
+    """The ``task`` query parameters of an upload, each checked (:class:`~health_async.errors.InvalidRequest` for an
+    unknown or malformed task, or none); a task named twice is sent once. Ingest checks a job's tasks with it
+    before anything is read or sent."""
     if isinstance(tasks, str):
         tasks = (tasks,)
     params = [("task", _task(t)) for t in dict.fromkeys(tasks)]

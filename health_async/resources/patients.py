@@ -31,13 +31,13 @@ from typing import Any, Final
 
 import attrs
 
-from .. import _convert_patients
 from .._config import NOT_GIVEN, NotGiven, path_segment, pick
-from .._convert import structure
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
+from .._wire import structure
 from ..errors import InvalidAbhaAddress, InvalidRequest, NotFoundError, PaginationError
 from ..models import BLOOD_GROUPS, GENDERS, BloodGroup, Gender, Patient, PatientCreated, PatientPage
+from ..models._patients import structure_patients
 from ._base import Resource
 
 __all__ = [
@@ -325,7 +325,7 @@ class Patients(Resource):
             retry=retry,
             timeout=timeout,
         )
-        return _convert_patients.structure_patients(data, "search")
+        return structure_patients(data, "search")
 
     async def by_mobile(
         self,
@@ -351,7 +351,7 @@ class Patients(Resource):
         if full_profile:
             params.append(("full_profile", "true"))
         data = await self._lookup(PATH_BY_MOBILE, PATH_BY_MOBILE, "patient_by_mobile", params, retry, timeout)
-        return _convert_patients.structure_patients(data, "by-mobile")
+        return structure_patients(data, "by-mobile")
 
     async def by_username(
         self,
@@ -377,7 +377,7 @@ class Patients(Resource):
             retry,
             timeout,
         )
-        return _convert_patients.structure_patients(data, "by-username")
+        return structure_patients(data, "by-username")
 
     async def update(
         self,

@@ -8,8 +8,8 @@ from typing import Any
 
 from .. import _constants as C
 from .._config import NOT_GIVEN, NotGiven, path_segment
-from .._convert import structure
 from .._retry import RetryPolicy
+from .._wire import structure
 from ..errors import InvalidRequest, NotFoundError, ProfileNotFound
 from ..models import BloodGroup, Gender, Profile
 from ._base import Resource

@@ -51,8 +51,10 @@ def _flag(value: float, low: float, high: float) -> str:
 def make_document(rng: random.Random, document_id: str, *, date: int) -> dict[str, Any]:
     """A document description like the live service's: files, tags, a smart report of 5-7 items; 2-4 KB as JSON.
 
-    Some use the live spellings (``dt``, ``eka_id``, ``unit_eka_id``) and all carry keys outside the interface.
+    Half use the live spellings (``eka_id``, ``unit_eka_id``; one in five ``dt``), one spelling per document as
+    a producer sends, and all carry keys outside the interface.
     """
+    live = rng.random() < 0.5
     items = []
     for index, (name, unit, ref, (lo, hi)) in enumerate(rng.sample(_TESTS, rng.randint(5, 7))):
         low, high = (float(x) for x in ref.split("-"))
@@ -74,7 +76,6 @@ def make_document(rng: random.Random, document_id: str, *, date: int) -> dict[st
             "is_result_editable": True,
             "date": date,
         }
-        live = rng.random() < 0.5
         item["eka_id" if live else "svc_id"] = f"el-{rng.randint(10**6, 10**7)}"
         item["unit_eka_id" if live else "unit_svc_id"] = f"un-{rng.randint(100, 999)}"
         items.append(item)

@@ -1,0 +1,525 @@
+"""Wire declarations: a model field's wire name is declared once, beside the field, and parsing is derived from it.
+
+A model is a frozen, slotted attrs class. A field without a declaration is read from the key of its own name; a
+field that is spelled otherwise on the wire says so with :func:`wire`::
+
+    @attrs.frozen
+    class Patient:
+        oid: str = wire(parse=non_empty)                    # required, read from "oid", never empty
+        first_name: str | None = wire("fn", pii=True)       # read from "fn", left out of repr
+        blood_group: str | None = wire("bg", "bloodgroup", pii=True)   # "bg", else the live spelling "bloodgroup"
+        title: str | None = wire("metadata.title")          # a dotted name reads a nested object
+
+:func:`structure` builds a model from decoded JSON with a function generated once per class from those
+declarations. The tolerant rules are written once per type, in :func:`rule_for`, not per model:
+
+* ``str``: a string; an integer is taken as its decimal text (ids sent as numbers);
+* ``int``: an integer, an integral float, or a string of digits (numbers sent as strings);
+* ``float``: a number or a numeric string; ``bool``: a boolean or the string ``"true"``/``"false"``;
+* ``datetime.date``: an ISO date (a longer timestamp is cut to its date); ``""`` is ``None``;
+* an enum: its ``from_wire`` classmethod when it has one (unknown values become ``UNKNOWN``, never an error),
+  else its members' values;
+* ``tuple[X, ...]``: a JSON array (``null`` is ``()``); ``Mapping``: a JSON object; ``Any``: as sent;
+* a nested model: its own generated function; ``X | None``: ``null`` is ``None``;
+* a type whose wire form is not an object of its fields (a range sent as a JSON string, say) states its rule
+  beside itself as a ``__wire_rule__`` static method.
+
+A field may name its own rule (``parse=``) where its meaning needs one (a value kept as text, an id that must not
+be empty). Unknown keys are ignored; a missing optional field takes its default; a value that does not fit raises
+:class:`~health_async.errors.ResponseValidationError` naming the model and the wire field, never the value (values
+can be personal data).
+
+:func:`fast_decoder` is the bulk path: msgspec decodes the response bytes straight into the attrs classes in C,
+derived from the same declarations. It exists only for a tree of models whose wire names are their attribute
+names, live spellings aside: a live spelling is renamed in the bytes before the decode (judgement call, see
+:func:`fast_decoder`). Whatever does not fit that strict decode as it is returns ``None`` and goes through
+:func:`structure`, which tolerates more and names the field that does not fit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import math
+import re
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
+
+import attrs
+import msgspec
+
+from .errors import ResponseValidationError
+
+__all__ = [
+    "Invalid",
+    "Rule",
+    "as_text",
+    "empty_is_none",
+    "fast_decoder",
+    "local",
+    "non_empty",
+    "rule_for",
+    "structure",
+    "structure_many",
+    "wire",
+]
+
+T = TypeVar("T")
+
+#: A rule turns one wire value into a field's value; ``label`` names the field in errors.
+Rule = Callable[[Any, str], Any]
+
+_META: Final = "health_async.wire"
+
+
+class Invalid(ValueError):
+    """A wire value does not fit its field; carries the field's wire name only (never the value)."""
+
+
+class Missing(Invalid):
+    """A required field is absent."""
+
+
+@attrs.frozen
+class Wire:
+    """A field's wire declaration (kept in the attrs field's metadata)."""
+
+    #: Dotted wire names, the documented one first, then live spellings; empty: the attribute's own name.
+    names: tuple[str, ...] = ()
+    #: The field's own rule, instead of its type's.
+    parse: Rule | None = None
+    #: Never read from the wire: the client fills it (the route an upload took, the id that was asked for).
+    local: bool = False
+
+
+def wire(
+    *names: str,
+    parse: Rule | None = None,
+    pii: bool = False,
+    default: Any = attrs.NOTHING,
+    factory: Callable[[], Any] | None = None,
+    repr: bool = True,
+    eq: bool = True,
+    hash: bool | None = None,
+    alias: str | None = None,
+) -> Any:
+    """An attrs field with its wire declaration.
+
+    ``names``: the wire name (dotted for a nested object) and then any live spellings, tried in order (the first
+    that is present and not ``null`` wins); none: the attribute's own name. ``parse``: the field's own rule.
+    ``pii``: personal data, left out of ``repr``. The other arguments are attrs' own.
+    """
+    if factory is not None:
+        default = attrs.Factory(factory)
+    return attrs.field(
+        default=default,
+        repr=repr and not pii,
+        eq=eq,
+        hash=hash,
+        alias=alias,
+        metadata={_META: Wire(names=names, parse=parse)},
+    )
+
+
+def local(*, default: Any = None, repr: bool = True, eq: bool = True, hash: bool | None = None) -> Any:
+    """An attrs field the client fills: never read from a response."""
+    return attrs.field(default=default, repr=repr, eq=eq, hash=hash, metadata={_META: Wire(local=True)})
+
+
+# ----------------------------------------------------------------------------- the rules, once per type
+
+
+def _str(value: Any, label: str) -> str:
+    if type(value) is str:
+        return value
+    if type(value) is int:  # ids sent as numbers by some producers
+        return str(value)
+    raise Invalid(label)
+
+
+def _int(value: Any, label: str) -> int:
+    kind = type(value)
+    if kind is int:
+        return typing.cast(int, value)
+    if kind is float and value.is_integer():
+        return int(value)
+    if kind is str and value.isascii() and value.lstrip("-").isdigit():
+        return int(value)
+    raise Invalid(label)
+
+
+def _float(value: Any, label: str) -> float:
+    kind = type(value)
+    if kind is float or kind is int:
+        return float(value)
+    if kind is str:
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(number):
+                return number
+    raise Invalid(label)
+
+
+def _bool(value: Any, label: str) -> bool:
+    if type(value) is bool:
+        return value is True
+    if type(value) is str:
+        lowered = value.strip().lower()
+        if lowered in ("true", "false"):
+            return lowered == "true"
+    raise Invalid(label)
+
+
+def _date(value: Any, label: str) -> dt.date:
+    if type(value) is str:
+        try:
+            return dt.date.fromisoformat(value[:10])
+        except ValueError:
+            pass
+    raise Invalid(label)
+
+
+def _any(value: Any, _: str) -> Any:
+    return value
+
+
+def _mapping(value: Any, label: str) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise Invalid(label)
+    return dict(value)
+
+
+def _optional(rule: Rule, none_values: tuple[object, ...]) -> Rule:
+    def optional(value: Any, label: str) -> Any:
+        if value is None:
+            return None
+        if none_values and type(value) is str and value in none_values:
+            return None
+        return rule(value, label)
+
+    return optional
+
+
+def _tuple_of(rule: Rule) -> Rule:
+    def many(value: Any, label: str) -> tuple[Any, ...]:
+        if value is None:
+            return ()
+        if type(value) is not list:
+            raise Invalid(label)
+        return tuple([rule(item, label) for item in value])
+
+    return many
+
+
+def _enum(cls: type[enum.Enum]) -> Rule:
+    from_wire = getattr(cls, "from_wire", None)
+    if from_wire is not None:
+        return lambda value, _: from_wire(value)
+    members = {member.value: member for member in cls}
+    unknown = members.get("unknown", getattr(cls, "UNKNOWN", None))
+
+    def by_value(value: Any, label: str) -> enum.Enum:
+        member = members.get(value) if isinstance(value, str | int) else None
+        if member is None:
+            if unknown is None:
+                raise Invalid(label)
+            return unknown
+        return member
+
+    return by_value
+
+
+_PLAIN: Final[dict[object, Rule]] = {
+    str: _str,
+    int: _int,
+    float: _float,
+    bool: _bool,
+    dt.date: _date,
+    Any: _any,
+    object: _any,
+}
+
+
+@functools.cache
+def rule_for(tp: Any) -> Rule:
+    """The tolerant rule of a field type (see the module's documentation)."""
+    plain = _PLAIN.get(tp)
+    if plain is not None:
+        return plain
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        rest = tuple(a for a in args if a is not type(None))
+        inner = rule_for(rest[0]) if len(rest) == 1 else _first_fit(tuple(rule_for(a) for a in rest))
+        # an empty string stands for "not said" where the field is a date or a flag
+        return _optional(inner, ("",) if rest in ((dt.date,), (bool,)) else ())
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return _tuple_of(rule_for(args[0]))
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        return _mapping
+    if origin is typing.Literal:
+        allowed = frozenset(args)
+        return lambda value, label: value if value in allowed else _fail(label)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enum(tp)
+    own = getattr(tp, "__wire_rule__", None)
+    if own is not None:  # a type whose wire form is not an object of fields states its rule beside itself
+        return typing.cast(Rule, own)
+    if isinstance(tp, type) and attrs.has(tp):
+        return _structurer(tp)
+    raise TypeError(f"no wire rule for {tp!r}")
+
+
+def _fail(label: str) -> Any:
+    raise Invalid(label)
+
+
+def _first_fit(rules: tuple[Rule, ...]) -> Rule:
+    def first(value: Any, label: str) -> Any:
+        for rule in rules:
+            try:
+                return rule(value, label)
+            except Invalid:
+                continue
+        raise Invalid(label)
+
+    return first
+
+
+# ----------------------------------------------------------------------------- field rules models name
+
+
+def as_text(value: Any, label: str) -> str | None:
+    """A value kept as text, as a report prints it: a string as it is, a number as its text."""
+    kind = type(value)
+    if value is None:
+        return None
+    if kind is str:
+        return typing.cast(str, value)
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise Invalid(label)
+        return repr(value)
+    raise Invalid(label)
+
+
+def non_empty(value: Any, label: str) -> str:
+    """A string (or a number's text) that must not be empty: ids."""
+    text = _str(value, label)
+    if not text:
+        raise Invalid(label)
+    return text
+
+
+def empty_is_none(value: Any, label: str) -> str | None:
+    """An optional string where ``""`` means none (paging tokens, ids the service blanks)."""
+    return None if value is None else (_str(value, label) or None)
+
+
+# ----------------------------------------------------------------------------- the generated structurers
+
+_ABSENT: Final = object()
+
+
+def _reader(path: tuple[str, ...], label: str) -> Callable[[dict[str, Any]], Any]:
+    """Reads a dotted wire name; ``_ABSENT`` when the key (or an object on the way) is absent or ``null``."""
+    if len(path) == 1:
+        key = path[0]
+        return lambda data: data.get(key, _ABSENT)
+
+    def nested(data: dict[str, Any]) -> Any:
+        node: Any = data
+        for depth, key in enumerate(path):
+            if node is None:
+                return _ABSENT
+            if type(node) is not dict:
+                raise Invalid(".".join(path[:depth]) or label)
+            node = node.get(key, _ABSENT)
+            if node is _ABSENT:
+                return _ABSENT
+        return node
+
+    return nested
+
+
+def _declaration(field: attrs.Attribute[Any]) -> Wire:
+    declared = field.metadata.get(_META)
+    return declared if isinstance(declared, Wire) else Wire()
+
+
+def _field_plan(cls: type, field: attrs.Attribute[Any]) -> tuple[str, Callable[[dict[str, Any]], Any], Rule, str]:
+    declared = _declaration(field)
+    names = declared.names or (field.name,)
+    label = names[0]
+    readers = [_reader(tuple(name.split(".")), label) for name in names]
+    hints = typing.get_type_hints(cls)
+    rule = declared.parse or rule_for(hints[field.name])
+    if len(readers) == 1:
+        read = readers[0]
+    else:
+
+        def read(data: dict[str, Any]) -> Any:
+            # the first spelling that is present and not null; null if one is present only as null
+            found: Any = _ABSENT
+            for reader in readers:
+                value = reader(data)
+                if value is not _ABSENT:
+                    if value is not None:
+                        return value
+                    found = None
+            return found
+
+    return field.alias or field.name, read, rule, label
+
+
+def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
+    """The parsing function of an attrs model, derived from its fields' declarations (made once per class)."""
+    made: Callable[..., T] | None = _STRUCTURERS.get(cls)
+    if made is not None:
+        return made
+    slot: list[Callable[[Any, str], T]] = []
+
+    def structure_lazy(data: Any, label: str) -> T:  # a self-referencing model sees this until it is built
+        return slot[0](data, label)
+
+    _STRUCTURERS[cls] = structure_lazy
+    plans = []
+    for field in attrs.fields(typing.cast(Any, cls)):
+        if not field.init or _declaration(field).local:
+            continue
+        init_name, read, rule, label = _field_plan(cls, field)
+        plans.append((init_name, read, rule, label, field.default is attrs.NOTHING))
+    name = cls.__name__
+    frozen_plans = tuple(plans)
+
+    def structure_model(data: Any, label: str, given: Mapping[str, Any] | None = None) -> T:
+        if type(data) is not dict:
+            raise Invalid(label or name)
+        kwargs: dict[str, Any] = {} if given is None else dict(given)
+        for init_name, read, rule, wire_label, required in frozen_plans:
+            value = read(data)
+            if value is _ABSENT:
+                if required:
+                    raise Missing(wire_label)
+                continue
+            kwargs[init_name] = rule(value, wire_label)
+        return cls(**kwargs)
+
+    slot.append(structure_model)
+    _STRUCTURERS[cls] = structure_model
+    return structure_model
+
+
+_STRUCTURERS: Final[dict[type, Callable[[Any, str], Any]]] = {}
+
+
+def _error(model: str, exc: Exception) -> ResponseValidationError:
+    # Name the field where known, never the value (values can be personal data).
+    if isinstance(exc, Missing) and str(exc):
+        return ResponseValidationError(f"the response does not fit {model}: field {exc} is missing")
+    if isinstance(exc, Invalid) and str(exc):
+        return ResponseValidationError(f"the response does not fit {model}: field {exc} has the wrong shape")
+    return ResponseValidationError(f"the response does not fit {model}")
+
+
+def structure(data: Any, cls: type[T], **given: Any) -> T:
+    """Parse ``data`` (decoded JSON) as the model ``cls``; :class:`ResponseValidationError` if it does not fit.
+
+    ``given``: values of the client's own (``local``) fields, such as the id that was asked for.
+    """
+    if type(data) is not dict:
+        raise ResponseValidationError(f"the response does not fit {cls.__name__}: expected a JSON object")
+    try:
+        return _structurer(cls)(data, "", given or None)  # type: ignore[call-arg]
+    except Exception as exc:
+        raise _error(cls.__name__, exc) from exc
+
+
+def structure_many(data: Any, cls: type[T], label: str) -> tuple[T, ...]:
+    """Parse a JSON array of ``cls`` (``null`` is empty); errors name ``label`` or the field within."""
+    try:
+        return typing.cast("tuple[T, ...]", _tuple_of(_structurer(cls))(data, label))
+    except Exception as exc:
+        raise _error(cls.__name__, exc) from exc
+
+
+# ----------------------------------------------------------------------------- the fast path
+
+_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+
+
+def fast_decoder(cls: type[T]) -> Callable[[bytes], T | None]:
+    """msgspec's decoder of ``cls`` from response bytes, or ``None`` from it when the body does not fit as it is.
+
+    Derived from the declarations: every field of the tree must be read from its own name, but for live spellings
+    (``wire("svc_id", "eka_id")``); a field with its own rule, a nested wire name or a local field cannot be
+    decoded this way, and building the decoder fails (a model change that breaks the fast path shows at import).
+
+    Judgement call: msgspec has no aliases, so a live spelling is renamed in the bytes (``"eka_id":`` ->
+    ``"svc_id":``) before the decode, which makes the body read as the documented spelling. That is exact because
+    every name renamed is a field of one model only (checked here), and guarded: a body that carries both
+    spellings, or the live one in another form (white space before the colon), is left to the tolerant path,
+    which applies the documented precedence. A key inside a JSON string cannot match, because a quote in a
+    string is escaped.
+    """
+    renames: dict[str, str] = {}
+    owners: dict[str, type] = {}
+    seen: set[type] = set()
+
+    def walk(model: type) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        hints = typing.get_type_hints(model)
+        for field in attrs.fields(model):
+            declared = _declaration(field)
+            if declared.parse is not None or declared.local or not field.init:
+                raise TypeError(f"{model.__name__}.{field.name}: no fast decode for a field with its own rule")
+            names = declared.names or (field.name,)
+            if names[0] != field.name or any("." in name for name in names):
+                raise TypeError(f"{model.__name__}.{field.name}: the fast decode needs the field's own name")
+            for name in names:
+                if owners.setdefault(name, model) is not model:
+                    raise TypeError(f"{name}: a wire name of two models cannot be renamed in the bytes")
+            for live in names[1:]:
+                renames[live] = field.name
+            for inner in _models_in(hints[field.name]):
+                walk(inner)
+
+    walk(cls)
+    decode = msgspec.json.Decoder(cls).decode
+    swaps = tuple(
+        (f'"{live}"'.encode(), f'"{live}":'.encode(), f'"{name}":'.encode()) for live, name in sorted(renames.items())
+    )
+    # one pass finds whether any live spelling is there at all (a documented body then costs only that pass)
+    any_live = re.compile(b"|".join(re.escape(live_key) for live_key, _, _ in swaps)).search if swaps else None
+
+    def fast(raw: bytes) -> T | None:
+        if any_live is not None and any_live(raw) is not None:
+            for live_key, live_colon, colon in swaps:
+                if live_colon in raw:
+                    if colon in raw:  # both spellings: the tolerant path applies the precedence
+                        return None
+                    raw = raw.replace(live_colon, colon)
+                if live_key in raw:  # spelled otherwise (white space before the colon): rare
+                    return None
+        try:
+            return decode(raw)
+        except _FAST_DECODE_ERRORS:
+            return None
+
+    return fast
+
+
+def _models_in(tp: Any) -> list[type]:
+    if isinstance(tp, type) and attrs.has(tp):
+        return [tp]
+    return [model for arg in typing.get_args(tp) for model in _models_in(arg)]
