@@ -203,7 +203,12 @@ def _optional(rule: Rule, none_values: tuple[object, ...]) -> Rule:
             return None
         return rule(value, label)
 
+    if not none_values:
+        _INNER[optional] = rule  # the generated structurers inline "None if null" and call this directly
     return optional
+
+
+_INNER: Final[dict[Rule, Rule]] = {}
 
 
 def _tuple_of(rule: Rule) -> Rule:
@@ -355,69 +360,85 @@ def _declaration(field: attrs.Attribute[Any]) -> Wire:
     return declared if isinstance(declared, Wire) else Wire()
 
 
-def _field_plan(cls: type, field: attrs.Attribute[Any]) -> tuple[str, Callable[[dict[str, Any]], Any], Rule, str]:
-    declared = _declaration(field)
-    names = declared.names or (field.name,)
-    label = names[0]
+def _reader_of(names: tuple[str, ...], label: str) -> Callable[[dict[str, Any]], Any] | str:
+    """A plain key (read inline by the generated code), or a function for dotted names and live spellings."""
+    if len(names) == 1 and "." not in names[0]:
+        return names[0]
     readers = [_reader(tuple(name.split(".")), label) for name in names]
-    hints = typing.get_type_hints(cls)
-    rule = declared.parse or rule_for(hints[field.name])
     if len(readers) == 1:
-        read = readers[0]
-    else:
+        return readers[0]
 
-        def read(data: dict[str, Any]) -> Any:
-            # the first spelling that is present and not null; null if one is present only as null
-            found: Any = _ABSENT
-            for reader in readers:
-                value = reader(data)
-                if value is not _ABSENT:
-                    if value is not None:
-                        return value
-                    found = None
-            return found
+    def read(data: dict[str, Any]) -> Any:
+        # the first spelling that is present and not null; null if one is present only as null
+        found: Any = _ABSENT
+        for reader in readers:
+            value = reader(data)
+            if value is not _ABSENT:
+                if value is not None:
+                    return value
+                found = None
+        return found
 
-    return field.alias or field.name, read, rule, label
+    return read
 
 
 def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
-    """The parsing function of an attrs model, derived from its fields' declarations (made once per class)."""
+    """The parsing function of an attrs model, generated once per class from its fields' declarations (as cattrs
+    generates its own: straight-line code, one ``dict.get`` and one rule call per field)."""
     made: Callable[..., T] | None = _STRUCTURERS.get(cls)
     if made is not None:
         return made
-    slot: list[Callable[[Any, str], T]] = []
+    slot: list[Callable[..., T]] = []
 
-    def structure_lazy(data: Any, label: str) -> T:  # a self-referencing model sees this until it is built
-        return slot[0](data, label)
+    def structure_lazy(data: Any, label: str, given: Mapping[str, Any] | None = None) -> T:
+        return slot[0](data, label, given)  # a model that contains itself sees this until it is built
 
     _STRUCTURERS[cls] = structure_lazy
-    plans = []
-    for field in attrs.fields(typing.cast(Any, cls)):
-        if not field.init or _declaration(field).local:
+    hints = typing.get_type_hints(cls)
+    namespace: dict[str, Any] = {"A": _ABSENT, "Invalid": Invalid, "Missing": Missing, "cls": cls}
+    lines = [
+        "def structure_model(data, label, given=None):",
+        f"    if data.__class__ is not dict: raise Invalid(label or {cls.__name__!r})",
+        "    get = data.get",
+        "    kw = {} if given is None else dict(given)",
+    ]
+    for i, field in enumerate(attrs.fields(typing.cast(Any, cls))):
+        declared = _declaration(field)
+        if not field.init or declared.local:
             continue
-        init_name, read, rule, label = _field_plan(cls, field)
-        plans.append((init_name, read, rule, label, field.default is attrs.NOTHING))
-    name = cls.__name__
-    frozen_plans = tuple(plans)
-
-    def structure_model(data: Any, label: str, given: Mapping[str, Any] | None = None) -> T:
-        if type(data) is not dict:
-            raise Invalid(label or name)
-        kwargs: dict[str, Any] = {} if given is None else dict(given)
-        for init_name, read, rule, wire_label, required in frozen_plans:
-            value = read(data)
-            if value is _ABSENT:
-                if required:
-                    raise Missing(wire_label)
-                continue
-            kwargs[init_name] = rule(value, wire_label)
-        return cls(**kwargs)
-
+        names = declared.names or (field.name,)
+        label = names[0]
+        reader = _reader_of(names, label)
+        rule = declared.parse or rule_for(hints[field.name])
+        inner = _INNER.get(rule)
+        namespace[f"r{i}"] = inner or rule
+        if isinstance(reader, str):
+            lines.append(f"    v = get({reader!r}, A)")
+        else:
+            namespace[f"read{i}"] = reader
+            lines.append(f"    v = read{i}(data)")
+        # a value already of the field's exact type is taken as it is, inline; the rule converts the rest
+        exact = _EXACT.get(inner or rule)
+        value = f"r{i}(v, {label!r})"
+        if exact is not None:
+            value = f"(v if v.__class__ is {exact} else {value})"
+        if inner is not None:
+            value = f"None if v is None else {value}"
+        init_name = field.alias or field.name
+        if field.default is attrs.NOTHING:
+            lines.append(f"    if v is A: raise Missing({label!r})")
+            lines.append(f"    kw[{init_name!r}] = {value}")
+        else:
+            lines.append(f"    if v is not A: kw[{init_name!r}] = {value}")
+    lines.append("    return cls(**kw)")
+    exec(compile("\n".join(lines), f"<health_async wire: {cls.__qualname__}>", "exec"), namespace)
+    structure_model: Callable[..., T] = namespace["structure_model"]
     slot.append(structure_model)
     _STRUCTURERS[cls] = structure_model
     return structure_model
 
 
+_EXACT: Final[dict[Rule, str]] = {_str: "str", _int: "int", _float: "float", _bool: "bool"}
 _STRUCTURERS: Final[dict[type, Callable[[Any, str], Any]]] = {}
 
 
