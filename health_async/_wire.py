@@ -29,6 +29,12 @@ be empty). Unknown keys are ignored; a missing optional field takes its default;
 :class:`~health_async.errors.ResponseValidationError` naming the model and the wire field, never the value (values
 can be personal data).
 
+A model whose answer must never be lost to a side field, because it carries a transaction id or a token (the ABHA
+step answers: an OTP already went out, an account may already exist), sets ``__wire_lenient__ = True``: there an
+optional field whose value does not fit is read as not sent (``None``, ``()`` or ``UNKNOWN``), with a debug log
+naming the model and the field; a required field, or one declared ``strict`` (the transaction id, the tokens
+themselves), still fails.
+
 :func:`fast_decoder` is the bulk path: msgspec decodes the response bytes straight into the attrs classes in C,
 derived from the same declarations. It exists only for a tree of models whose wire names are their attribute
 names, live spellings aside: a live spelling is renamed in the bytes before the decode (judgement call, see
@@ -51,6 +57,7 @@ from typing import Any, Final, TypeVar
 import attrs
 import msgspec
 
+from ._logging import logger
 from .errors import ResponseValidationError
 
 __all__ = [
@@ -93,6 +100,8 @@ class Wire:
     parse: Rule | None = None
     #: Never read from the wire: the client fills it (the route an upload took, the id that was asked for).
     local: bool = False
+    #: What a lenient model's answer carries (a txn id, a token): a value that does not fit fails it all the same.
+    strict: bool = False
 
 
 def wire(
@@ -105,12 +114,15 @@ def wire(
     eq: bool = True,
     hash: bool | None = None,
     alias: str | None = None,
+    strict: bool = False,
 ) -> Any:
     """An attrs field with its wire declaration.
 
     ``names``: the wire name (dotted for a nested object) and then any live spellings, tried in order (the first
     that is present and not ``null`` wins); none: the attribute's own name. ``parse``: the field's own rule.
-    ``pii``: personal data, left out of ``repr``. The other arguments are attrs' own.
+    ``pii``: personal data, left out of ``repr``. ``strict``: in a lenient model (see the module's documentation),
+    this field is what the answer carries, and a value that does not fit fails the answer. The other arguments are
+    attrs' own.
     """
     if factory is not None:
         default = attrs.Factory(factory)
@@ -120,7 +132,7 @@ def wire(
         eq=eq,
         hash=hash,
         alias=alias,
-        metadata={_META: Wire(names=names, parse=parse)},
+        metadata={_META: Wire(names=names, parse=parse, strict=strict)},
     )
 
 
@@ -395,7 +407,8 @@ def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
 
     _STRUCTURERS[cls] = structure_lazy
     hints = typing.get_type_hints(cls)
-    namespace: dict[str, Any] = {"A": _ABSENT, "Invalid": Invalid, "Missing": Missing, "cls": cls}
+    namespace: dict[str, Any] = {"A": _ABSENT, "Invalid": Invalid, "Missing": Missing, "cls": cls, "dropped": _dropped}
+    lenient = bool(getattr(cls, "__wire_lenient__", False))
     lines = [
         "def structure_model(data, label, given=None):",
         f"    if data.__class__ is not dict: raise Invalid(label or {cls.__name__!r})",
@@ -428,6 +441,10 @@ def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
         if field.default is attrs.NOTHING:
             lines.append(f"    if v is A: raise Missing({label!r})")
             lines.append(f"    kw[{init_name!r}] = {value}")
+        elif lenient and not declared.strict:
+            lines.append("    if v is not A:")
+            lines.append(f"        try: kw[{init_name!r}] = {value}")
+            lines.append(f"        except Invalid: dropped({cls.__name__!r}, {label!r})")
         else:
             lines.append(f"    if v is not A: kw[{init_name!r}] = {value}")
     lines.append("    return cls(**kw)")
@@ -436,6 +453,10 @@ def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
     slot.append(structure_model)
     _STRUCTURERS[cls] = structure_model
     return structure_model
+
+
+def _dropped(model: str, label: str) -> None:
+    logger.debug("%s: field %s does not fit and is read as not sent", model, label)
 
 
 _EXACT: Final[dict[Rule, str]] = {_str: "str", _int: "int", _float: "float", _bool: "bool"}

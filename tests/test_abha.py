@@ -647,8 +647,7 @@ def test_step_parsing_tolerates_the_live_variants() -> None:
     ("data", "cls", "field"),
     [
         ({"skip_state": "abha_end", "token": 5.5}, AbhaStep, "token"),
-        ({"abha_profiles": [{"kyc_verified": "maybe"}]}, AbhaStep, "kyc_verified"),
-        ({"profile": {"year_of_birth": "1990x"}}, AbhaStep, "year_of_birth"),
+        ({"txn_id": ["t"]}, AbhaStep, "txn_id"),
         ({"hint": "sent"}, OtpSent, "txn_id"),
         ({"auth_methods": "MOBILE_OTP"}, LoginMethods, "auth_methods"),
     ],

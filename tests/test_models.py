@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import logging
 import random
 from typing import Any
 
@@ -509,3 +510,28 @@ def test_reprs_hide_link_signatures_and_leave_out_the_report() -> None:
     assert "deadbeef" not in repr(doc) and "deadbeef" not in repr(doc.files[0])
     assert "deadbeef" not in str(doc.files[0].__rich_repr__())
     assert "smart_report" not in repr(doc) and "b.pdf" in repr(doc)
+
+
+def test_an_answer_with_a_txn_id_is_never_lost_to_a_side_field(caplog: pytest.LogCaptureFixture) -> None:
+    """ABHA step answers carry a txn id or a token (an OTP went out, an account may exist): an optional field that
+    does not fit is read as not sent, with a debug log naming it; the txn id itself is still required."""
+    body = {
+        "txn_id": "txn-1",
+        "skip_state": "confirm_otp",
+        "success": "yes",
+        "abha_profiles": [{"abha_address": "a@abdm", "kyc_verified": "maybe"}],
+        "profile": {"first_name": "x", "year_of_birth": "nineteen", "kyc_verified": "true"},
+    }
+    with caplog.at_level(logging.DEBUG, logger="health_async"):
+        step = structure(body, ha.AbhaStep)
+    assert step.txn_id == "txn-1" and step.success is None
+    assert step.abha_profiles[0].kyc_verified is None and step.abha_profiles[0].abha_address == "a@abdm"
+    assert step.profile is not None and step.profile.year_of_birth is None and step.profile.kyc_verified is True
+    logged = caplog.text
+    assert "AbhaStep: field success" in logged and "AbhaProfile: field year_of_birth" in logged
+    assert "yes" not in logged and "nineteen" not in logged  # the field, never the value
+    with pytest.raises(ha.ResponseValidationError, match="txn_id"):
+        structure({"txn_id": 5.5, "hint": "x"}, ha.OtpSent)
+    # a model without a txn id or token stays strict: a bad optional field fails the answer
+    with pytest.raises(ha.ResponseValidationError, match="arc"):
+        structure({"oid": "p1", "arc": "maybe"}, ha.Patient)

@@ -17,7 +17,7 @@ import datetime as dt
 import enum
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import attrs
 
@@ -92,6 +92,8 @@ class OtpSystem(enum.Enum):
 class OtpSent:
     """An OTP went out (resend, mobile init, login init). Pass :attr:`txn_id` to the next call."""
 
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
+
     #: Transaction id for the next call. Hidden from ``repr``.
     txn_id: str = wire(parse=non_empty, pii=True)
     #: Text saying where the OTP went, the mobile number masked. Hidden from ``repr``.
@@ -101,6 +103,8 @@ class OtpSent:
 @attrs.frozen
 class EkaIds:
     """The service's ids of the person once an ABHA step ends (wire ``eka``)."""
+
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
 
     #: The person's OID: pass it as ``user_id`` to later calls (wire ``oid``).
     oid: str | None = wire(parse=empty_is_none, default=None)
@@ -115,6 +119,8 @@ class AbhaProfileSummary:
     """An existing ABHA address of the person (an entry of wire ``abha_profiles``), to pick for ``auto_login`` or
     ``login_phr``."""
 
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
+
     #: The ABHA address (``name@abdm``). Hidden from ``repr``.
     abha_address: str | None = attrs.field(default=None, repr=False)
     #: The holder's name. Hidden from ``repr``.
@@ -127,6 +133,8 @@ class AbhaProfileSummary:
 class AbhaProfile:
     """An ABHA profile (wire ``profile``). Every field may be missing (``None``); personal fields are hidden from
     ``repr``."""
+
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
 
     #: Primary ABHA address.
     abha_address: str | None = attrs.field(default=None, repr=False)
@@ -184,9 +192,11 @@ class AbhaStep:
     tokens (secrets: store them as such) and :attr:`eka` holds the OID.
     """
 
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
+
     skip_state: SkipState = SkipState.UNKNOWN
     #: Transaction id for the next call (absent after a mobile ``create``). Hidden from ``repr``.
-    txn_id: str | None = wire(parse=empty_is_none, default=None, pii=True)
+    txn_id: str | None = wire(parse=empty_is_none, default=None, pii=True, strict=True)
     #: Text saying where an OTP went, the mobile number masked. Hidden from ``repr``.
     hint: str | None = attrs.field(default=None, repr=False)
     #: The person's existing ABHA addresses (for ``abha_select``, and ``abha_create`` -> ``auto_login``).
@@ -196,9 +206,9 @@ class AbhaStep:
     #: The service's ids of the person (wire ``eka``), once known.
     eka: EkaIds | None = None
     #: The user's ABHA token, issued by ABDM. Hidden from ``repr``.
-    token: str | None = wire(parse=empty_is_none, default=None, pii=True)
+    token: str | None = wire(parse=empty_is_none, default=None, pii=True, strict=True)
     #: The user's ABHA refresh token. Hidden from ``repr``.
-    refresh_token: str | None = wire(parse=empty_is_none, default=None, pii=True)
+    refresh_token: str | None = wire(parse=empty_is_none, default=None, pii=True, strict=True)
     #: The service's ``success`` flag (mobile ``create`` only).
     success: bool | None = None
 

@@ -17,7 +17,7 @@ import datetime as dt
 import enum
 from collections.abc import Iterator
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 import attrs
 
@@ -278,6 +278,8 @@ class UploadResult:
 @attrs.frozen
 class AadhaarInit:
     """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
+
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id: see health_async._wire
 
     #: Transaction id to pass to the next registration steps; hidden from ``repr``.
     txn_id: str = wire(pii=True)
