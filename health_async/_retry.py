@@ -35,7 +35,9 @@ class RetryPolicy:
     Upload and aadhaar init are *not idempotent*: a repeated upload can create a duplicate document, and a
     repeated aadhaar init sends another SMS (ABDM answers its own rate limits with HTTP 500, so retrying a 500
     can lock the user out for 24 hours). They are retried **only when the request cannot have reached the
-    server** (connection refused, DNS failure, connect timeout), unless :attr:`retry_non_idempotent` is set.
+    server** (connection refused, DNS failure, connect timeout). :attr:`retry_non_idempotent` opts the direct
+    upload into retries; calls sent once (OTP steps, account and patient creations, presigned declarations) are
+    never repeated whatever it says.
 
     **How long to wait.** A ``Retry-After`` header (seconds or HTTP date) is honoured, capped at
     :attr:`retry_after_cap`. Otherwise the wait is exponential with jitter:
@@ -60,7 +62,8 @@ class RetryPolicy:
     retry_statuses: frozenset[int] = attrs.field(default=frozenset({408, 500, 502, 503, 504}), converter=frozenset)
     """Statuses retried besides 429."""
     retry_non_idempotent: bool = False
-    """Opt in to retrying upload and aadhaar init on every transient failure (may duplicate work)."""
+    """Opt the direct upload in to retries on every transient failure (may duplicate a document). Never applies to
+    OTP steps, account or patient creations or presigned declarations."""
 
     @attempts.validator
     def _check_attempts(self, _: attrs.Attribute[int], value: int) -> None:

@@ -107,12 +107,46 @@ async def test_aadhaar_init_reaches_the_server_exactly_once(server: FakeHealthSe
     assert server.calls("aadhaar_init") == 1
 
 
-async def test_aadhaar_init_retries_only_when_the_caller_opts_in(server: FakeHealthServer) -> None:
+async def test_an_otp_step_is_never_retried_even_when_the_caller_opts_in(server: FakeHealthServer) -> None:
+    """retry_non_idempotent is for uploads: no switch makes an OTP send repeated once it may have reached ABDM."""
     server.inject("aadhaar_init", Fault(status=503, times=1))
     opt_in = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_non_idempotent=True)
     async with client_for(server) as client:
-        init = await client.abha.aadhaar_init(server.data.valid_aadhaar[0], retry=opt_in)
-    assert init.txn_id and server.calls("aadhaar_init") == 2
+        with pytest.raises(ha.OutcomeUnknown, match="HTTP 503"):
+            await client.abha.aadhaar_init(server.data.valid_aadhaar[0], retry=opt_in)
+    assert server.calls("aadhaar_init") == 1
+
+
+def _abha_body(code: str) -> dict[str, object]:
+    return {"code": 500, "error": "Something went wrong", "source_error": {"code": code, "message": "x"}}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "unknown"),
+    [
+        (502, None, True),  # a gateway, no body
+        (504, {"message": "upstream timed out"}, True),  # a gateway's own body
+        (503, _abha_body("ABDM-9999"), True),  # the service's "unknown exception"
+        (500, _abha_body("ABDM-1007"), True),  # the service's own timeout
+        (500, _abha_body("ABDM-1022"), False),  # a rate limit: definite, even at HTTP 500
+        (503, _abha_body("ABDM-1027"), False),  # a block: definite at any 5XX
+        (400, {"message": "bad"}, False),  # a 4XX is a refusal
+    ],
+)
+async def test_unknown_outcomes_are_the_same_for_every_call_sent_once(
+    server: FakeHealthServer, status: int, body: object, unknown: bool
+) -> None:
+    """An OTP send and a patient creation alike: a 502/503/504, or a code that does not settle it, is unknown."""
+    async with client_for(server) as client:
+        for operation, call in (
+            ("aadhaar_init", lambda: client.abha.aadhaar_init(server.data.valid_aadhaar[0])),
+            ("mobile_init", lambda: client.abha.mobile_init("9876543210")),
+        ):
+            server.inject(operation, Fault(status=status, body=body, times=1))
+            with pytest.raises(ha.HealthError) as info:
+                await call()
+            assert isinstance(info.value, ha.OutcomeUnknown) is unknown, (operation, type(info.value))
+            assert server.calls(operation) == 1
 
 
 async def test_upload_is_not_duplicated(server: FakeHealthServer) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import attrs
+
 from .. import _constants as C
-from .._config import NotGiven, optional_header_value
+from .._config import NOT_GIVEN, NotGiven, optional_header_value, pick
 from .._retry import RetryPolicy
-from ..errors import InvalidRequest, OutcomeUnknown, PaginationError, ServerError, TransportError
+from ..errors import AbhaError, ApiError, InvalidRequest, OutcomeUnknown, PaginationError, TransportError
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -96,18 +98,33 @@ class Resource:
             seen.add(next_token)
             token = next_token
 
-    async def _send_once(self, method: str, path: str, *, operation: str, **kwargs: Any) -> Any:
-        """A request whose repetition would do harm (an OTP sent twice, a patient or account created twice).
+    async def _send_once(
+        self, method: str, path: str, *, operation: str, retry: RetryPolicy | NotGiven = NOT_GIVEN, **kwargs: Any
+    ) -> Any:
+        """A request whose repetition would do harm (an OTP sent or checked twice, a patient or account created
+        twice, a document declared twice).
 
-        Sent with ``idempotent=False``, so it is retried only when it cannot have reached the service (see
-        :class:`~health_async.RetryPolicy`). When it fails in a way that leaves its effect unknown (a timeout or
-        reset after sending, a 5XX without the service's own error body) it raises
+        Sent with ``idempotent=False``, so it is retried only when it cannot have reached the service, whatever
+        the policy's :attr:`~health_async.RetryPolicy.retry_non_idempotent` says (no client-wide switch makes such
+        a call repeated). When it fails in a way that leaves its effect unknown it raises
         :class:`~health_async.errors.OutcomeUnknown`, chained to the original error, instead of the transport or
-        server error: the caller must check, or ask the person, before trying again. A documented error answer
-        (an ABHA error body, a 4XX) is a definite "no" and is raised as it is.
+        server error: the caller must check, or ask the person, before trying again. Unknown are:
+
+        * a timeout or reset after the request left;
+        * a 5XX without the service's own error body, and any 502, 503 or 504 (a gateway or an upstream answered,
+          with or without a body of its own: the service behind it may have acted);
+        * an ABHA error body at a 5XX whose code does not settle it (see :func:`settled`).
+
+        Definite, raised as they are: a 4XX (including 429) and an ABHA error body with a code that settles it
+        (a wrong OTP, a rate limit or block, "address exists", ... even though ABDM sends them with HTTP 500).
         """
+        policy = pick(retry, self._session.config.retry)
+        if policy.retry_non_idempotent:
+            policy = attrs.evolve(policy, retry_non_idempotent=False)
         try:
-            return await self._session.request(method, path, operation=operation, idempotent=False, **kwargs)
+            return await self._session.request(
+                method, path, operation=operation, idempotent=False, retry=policy, **kwargs
+            )
         except TransportError as exc:
             if not exc.sent:
                 raise
@@ -116,9 +133,28 @@ class Resource:
                 "Check whether it took effect before trying again",
                 operation=operation,
             ) from exc
-        except ServerError as exc:
+        except ApiError as exc:
+            if settled(exc):
+                raise
             raise OutcomeUnknown(
                 f"{operation}: the service answered HTTP {exc.status} without saying whether the request took "
                 "effect; it was not repeated. Check before trying again",
                 operation=operation,
             ) from exc
+
+
+#: ABDM codes that do not say whether a request took effect (from the vendor's ``abha-errors.mdx``): a timeout,
+#: an unknown exception, a dependency or a HIP that did not answer.
+UNSETTLING_ABDM_CODES = frozenset({"ABDM-1007", "ABDM-1019", "ABDM-1402", "ABDM-9999"})
+
+
+def settled(exc: ApiError) -> bool:
+    """Whether an error answer says for sure that a call did not take effect: any 4XX; at a 5XX (a 502, 503 or 504
+    included, where a gateway or an upstream may answer for a service that acted) only the service's own ABHA
+    error body with a code that is its definite word (not one of :data:`UNSETTLING_ABDM_CODES`)."""
+    if exc.status < 500:
+        return True
+    if not isinstance(exc, AbhaError):
+        return False
+    code = exc.source_code
+    return code is not None and code not in UNSETTLING_ABDM_CODES

@@ -29,9 +29,7 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
-import attrs
-
-from .._config import NOT_GIVEN, NotGiven, path_segment, pick
+from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
 from .._wire import structure
@@ -153,9 +151,8 @@ class Patients(Resource):
             raise InvalidRequest("gender is required to create a patient")
         if "fn" not in body and "fln" not in body:
             raise InvalidRequest("a patient needs a name: first_name (optionally middle_name, last_name) or full_name")
-        policy = attrs.evolve(pick(retry, self._session.config.retry), retry_non_idempotent=False)
         data = await self._send_once(
-            "POST", PATH_CREATE, operation="patient_create", route=PATH_CREATE, json=body, retry=policy, timeout=timeout
+            "POST", PATH_CREATE, operation="patient_create", route=PATH_CREATE, json=body, retry=retry, timeout=timeout
         )
         return structure(data, PatientCreated)
 
