@@ -7,6 +7,7 @@ Created lazily inside the running loop (asyncio primitives bind to it on first u
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections import deque
 from typing import Protocol, runtime_checkable
@@ -18,12 +19,15 @@ __all__ = ["Limits", "Overdue", "SharedLimiter", "Slots"]
 class SharedLimiter(Protocol):
     """Admission shared beyond one client: one account-wide request rate and one ``Retry-After`` pause for
     several clients (processes, Ray actors). Pass one as ``HealthClient(limiter=...)``; the client then asks it
-    before every request, besides its own limits, and tells it of every pause the service asks for.
-    :mod:`health_async.ingest`'s Ray engine has one backed by a coordinator actor.
+    right before every request to the service's API, besides its own limits, and tells it of every pause the API
+    asks for. :mod:`health_async.ingest`'s Ray engine has one backed by a coordinator actor.
     """
 
-    async def acquire(self) -> None:
-        """Wait until one more request may be sent (the shared rate and the shared pause)."""
+    async def acquire(self, deadline: float | None = None) -> bool:
+        """Wait until one more request may be sent (the shared rate and the shared pause), but not past
+        ``deadline`` (a ``time.monotonic()`` instant of this process, or ``None`` for no limit): return ``False``
+        at once, holding nothing, when the wait would end after it (the call then fails as not sent). The client
+        also stops waiting at the deadline whatever the limiter does."""
 
     def pause(self, seconds: float) -> None:
         """The service asked for a pause (429/503 with ``Retry-After``): hold back every sharer for ``seconds``."""
@@ -78,21 +82,32 @@ class Slots:
 
 
 class Limits(Slots):
-    """Admission control for one client.
+    """Admission control for one client, applied at the moment a request is sent.
 
     * ``max_in_flight``: at most this many requests are on the wire at once (also the connector's limit for
-      a session the client owns; a caller-owned session gets the same bound from here).
-    * ``rate``: optional requests per second, held in *every* one-second window, the first included: a sliding
-      window that admits a request only when fewer than ``max(1, floor(rate))`` were sent in the last
-      ``max(1, floor(rate)) / rate`` seconds (one second for a whole ``rate``). Burst behaviour: up to
-      ``floor(rate)`` requests may leave at once (at the start, or after a quiet second), never more in any
-      one-second window; a fractional rate below 1 spaces single requests ``1 / rate`` seconds apart.
-    * ``pause(seconds)``: every request of this client waits until the pause has passed before it is sent, so
-      that a 429/503 ``Retry-After`` stops all workers at once instead of each hammering on its own.
-    * ``shared``: an optional :class:`SharedLimiter` asked after the above (one account-wide limit).
+      a session the client owns; a caller-owned session gets the same bound from here). A request takes its
+      slot (its connection) first, and only then the pause and the rate below: callers that waited for a
+      connection are admitted one by one when they get one, not charged while they waited.
+    * ``rate``: optional requests per second, held in *every* one-second window **as the service counts
+      arrivals**, the first included: a request is admitted only when fewer than ``max(1, floor(rate))`` were
+      sent in the last ``max(1, floor(rate)) / rate`` seconds (one second for a whole ``rate``), counting the
+      requests admitted but not yet on the wire (a cold connection still opening) as sent now. A request is
+      stamped when it is really sent (:meth:`sent`; the client's own session reports the moment its headers
+      go out, a caller's session the moment the answer comes, which is later and so errs on the safe side) and
+      dropped from the count if it never left (:meth:`unsent`). So a connect that takes a second shifts the
+      requests behind it instead of bunching them into one window. Burst behaviour: up to ``floor(rate)``
+      requests may leave at once (at the start, or after a quiet second); a fractional rate below 1 spaces
+      single requests ``1 / rate`` seconds apart.
+    * ``pause(seconds, origin)``: every request to that origin waits until the pause has passed before it is
+      sent, so that a 429/503 ``Retry-After`` stops all workers at once instead of each hammering on its own. A
+      request waits before it takes a slot and checks again once it has one, so requests already waiting for a
+      connection are held back too. The API's pause (``origin=None``) is shared with ``shared``; another origin's
+      (a presigned storage host) holds back that origin only.
+    * ``shared``: an optional :class:`SharedLimiter` asked after the above, for the API only (one account-wide
+      limit), with the call's deadline.
 
-    Every wait is bounded by the caller's deadline (:meth:`admit`): a call never waits in a pause or for a rate
-    slot longer than its own time budget allows.
+    Every wait is bounded by the caller's deadline (:meth:`admit`): a call never waits in a pause, for a rate
+    slot or for the shared limiter longer than its own time budget allows.
     """
 
     def __init__(self, max_in_flight: int, rate: float | None = None, shared: SharedLimiter | None = None) -> None:
@@ -104,66 +119,150 @@ class Limits(Slots):
         self.rate = rate
         self.shared = shared
         super().__init__(max_in_flight)  # the in-flight bound: enter() / wait_slot() / leave()
-        self._paused_until = 0.0
+        self._paused_until = 0.0  # the API's pause
+        self._origin_pauses: dict[object, float] = {}  # other origins' (presigned storage hosts)
         self._window_count = max(1, int(rate)) if rate is not None else 1
         self._window = self._window_count / rate if rate is not None else 0.0
-        self._sent: deque[float] = deque()
+        self._sent: deque[float] = deque()  # when each request of the last window was sent
+        self._pending = 0  # admitted by the rate, not yet sent nor dropped
         self._rate_lock = asyncio.Lock()
+        self._rate_moved: asyncio.Future[None] | None = None  # woken when a pending request is sent or dropped
+        # a limiter written before acquire() took the deadline is still bounded by it (asyncio.timeout below)
+        self._shared_takes_deadline = shared is not None and _takes_argument(shared.acquire)
 
     @property
     def in_flight(self) -> int:
         """Requests currently holding a slot."""
         return self.max_in_flight - self._free
 
-    def pause(self, seconds: float) -> None:
-        """Hold back every request of this client for ``seconds`` from now (extends, never shortens)."""
-        if seconds > 0:
-            self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+    def pause(self, seconds: float, origin: object = None) -> None:
+        """Hold back every request to ``origin`` (``None``: the service's API, shared with the
+        :class:`SharedLimiter`) for ``seconds`` from now (extends, never shortens)."""
+        if seconds <= 0:
+            return
+        until = time.monotonic() + seconds
+        if origin is None:
+            self._paused_until = max(self._paused_until, until)
             if self.shared is not None:
                 self.shared.pause(seconds)
+        else:
+            self._origin_pauses[origin] = max(self._origin_pauses.get(origin, 0.0), until)
 
-    @property
-    def paused_for(self) -> float:
-        """Seconds left of the current shared pause (0 when none)."""
-        return max(0.0, self._paused_until - time.monotonic())
+    def paused_for(self, origin: object = None) -> float:
+        """Seconds left of the current pause of ``origin`` (``None``: the API); 0 when none."""
+        until = self._paused_until if origin is None else self._origin_pauses.get(origin, 0.0)
+        return max(0.0, until - time.monotonic())
 
     @property
     def must_wait(self) -> bool:
-        """Whether :meth:`admit` may have to wait (a pause is on, or a rate limit is set): lets the hot path
-        skip a coroutine call per request."""
+        """Whether :meth:`admit` may have to wait for an API request (a pause is on, or a rate limit or a shared
+        limiter is set): lets the hot path skip a coroutine call per request."""
         return self.rate is not None or self.shared is not None or self._paused_until > time.monotonic()
 
-    async def admit(self, deadline: float | None = None, pause_deadline: float | None = None) -> None:
-        """Wait for the shared pause and the rate limit. Call before :meth:`slot`.
+    def must_wait_for(self, origin: object) -> bool:
+        """:attr:`must_wait` for a request to another origin (its own pause, and the rate)."""
+        return self.rate is not None or self._origin_pauses.get(origin, 0.0) > time.monotonic()
+
+    async def wait_pause(self, deadline: float | None = None, origin: object = None) -> None:
+        """Wait until ``origin``'s pause has passed (:class:`Overdue` at once if it would outlast ``deadline``)."""
+        # a loop, not an Event: another 429 may extend the pause while we sleep
+        while (wait := self.paused_for(origin)) > 0:
+            _check(deadline, wait, "the service asked this client to pause (Retry-After)")
+            await asyncio.sleep(wait)
+
+    async def admit(
+        self, deadline: float | None = None, pause_deadline: float | None = None, origin: object = None
+    ) -> bool:
+        """Wait for the pause, the rate limit and the shared limiter, right before a request is sent (its slot
+        already held). Returns whether a rate slot was taken: then report the request :meth:`sent` or
+        :meth:`unsent` once its attempt is over.
 
         ``deadline`` (a ``time.monotonic()`` instant) bounds every wait, ``pause_deadline`` the wait in a pause
-        besides: when the pause or the rate would hold the call past them, :class:`Overdue` is raised at once,
-        without waiting in vain.
+        besides: when a wait would hold the call past them, :class:`Overdue` is raised at once (or, for the
+        shared limiter, as soon as it says so or the deadline passes), without waiting in vain.
         """
         if pause_deadline is None or (deadline is not None and deadline < pause_deadline):
             pause_deadline = deadline
-        # a loop, not an Event: another 429 may extend the pause while we sleep
-        while (wait := self._paused_until - time.monotonic()) > 0:
-            _check(pause_deadline, wait, "the service asked this client to pause (Retry-After)")
-            await asyncio.sleep(wait)
+        await self.wait_pause(pause_deadline, origin)
+        rated = False
         if self.rate is not None:
-            await self._take_slot(deadline)
-        if self.shared is not None:
-            await self.shared.acquire()
+            await self._take_rate(deadline)
+            rated = True
+        try:
+            if self.shared is not None and origin is None:
+                await self._acquire_shared(deadline)
+            if self.paused_for(origin) > 0:  # a pause that began while waiting for the rate or the limiter
+                await self.wait_pause(pause_deadline, origin)
+        except BaseException:
+            if rated:
+                self.unsent()
+            raise
+        return rated
 
-    async def _take_slot(self, deadline: float | None) -> None:
+    async def _acquire_shared(self, deadline: float | None) -> None:
+        assert self.shared is not None
+        acquire = self.shared.acquire if self._shared_takes_deadline else None
+        if deadline is None:
+            admitted = await (self.shared.acquire() if acquire is None else acquire(None))
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Overdue("the shared limiter", 0.0)
+            try:
+                async with asyncio.timeout(remaining):
+                    admitted = await (self.shared.acquire() if acquire is None else acquire(deadline))
+            except TimeoutError:
+                raise Overdue("the shared limiter", remaining) from None
+        if admitted is False:
+            raise Overdue("the shared limiter", 0.0)
+
+    async def _take_rate(self, deadline: float | None) -> None:
         async with self._rate_lock:  # FIFO: waiters are served in arrival order
             sent = self._sent
             while True:
                 now = time.monotonic()
                 while sent and now - sent[0] >= self._window:
                     sent.popleft()
-                if len(sent) < self._window_count:
-                    sent.append(now)
+                if len(sent) + self._pending < self._window_count:
+                    self._pending += 1
                     return
-                wait = self._window - (now - sent[0])
-                _check(deadline, wait, "the client's rate_limit")
-                await asyncio.sleep(wait)
+                # wait for the oldest stamp to leave the window, or for a pending request to be stamped
+                wait = self._window - (now - sent[0]) if sent else None
+                if wait is not None:
+                    _check(deadline, wait, "the client's rate_limit")
+                elif deadline is not None:
+                    wait = deadline - now
+                    if wait <= 0:
+                        raise Overdue("the client's rate_limit", 0.0)
+                moved = self._rate_moved
+                if moved is None or moved.done():
+                    moved = self._rate_moved = asyncio.get_running_loop().create_future()
+                try:
+                    async with asyncio.timeout(wait):
+                        await asyncio.shield(moved)
+                except TimeoutError:
+                    if not sent:  # only pending requests, none sent by the deadline
+                        raise Overdue("the client's rate_limit", wait or 0.0) from None
+
+    def sent(self, at: float | None = None) -> None:
+        """A request admitted by the rate went out (``at``: when, by ``time.monotonic()``; default now)."""
+        self._pending -= 1
+        stamp = time.monotonic() if at is None else at
+        sent = self._sent
+        if sent and stamp < sent[-1]:  # keep the stamps in order (a late report of an earlier send)
+            stamp = sent[-1]
+        sent.append(stamp)
+        self._wake_rate()
+
+    def unsent(self) -> None:
+        """A request admitted by the rate never left (refused connection, cancelled, overdue): not counted."""
+        self._pending -= 1
+        self._wake_rate()
+
+    def _wake_rate(self) -> None:
+        moved = self._rate_moved
+        if moved is not None and not moved.done():
+            moved.set_result(None)
 
 
 class Overdue(Exception):
@@ -173,6 +272,14 @@ class Overdue(Exception):
         super().__init__(reason)
         self.reason = reason
         self.wait = wait
+
+
+def _takes_argument(function: object) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
 
 
 def _check(deadline: float | None, wait: float, reason: str) -> None:

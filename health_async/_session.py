@@ -120,8 +120,13 @@ class Session:
         http = self._http
         if http is None:
             connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0)
+            traces = []
+            if self.config.rate_limit is not None:  # the rate counts a request when its headers really go out
+                trace = aiohttp.TraceConfig()
+                trace.on_request_headers_sent.append(self._on_headers_sent)
+                traces.append(trace)
             http = self._http = aiohttp.ClientSession(
-                connector=connector, timeout=self._timeout, trust_env=self.config.trust_env
+                connector=connector, timeout=self._timeout, trust_env=self.config.trust_env, trace_configs=traces
             )
         elif http.closed:
             raise ClientClosedError("the aiohttp session passed as session= is closed")
@@ -297,13 +302,22 @@ class Session:
                 req.first_timeout = None  # time passes while the token is fetched: compute what is left
                 token = await auth.token(self)
         generation = auth.generation  # of the token about to be sent (read after any fetch above)
+        origin = req.origin
         for auth_try in (0, 1):
-            if limits.must_wait:
+            # Limits hold at the moment of sending: the request takes its slot (its connection) first, and only
+            # then is checked against the pause and charged to the rate (see Limits), so requests that waited
+            # for a connection are held back by a pause that began meanwhile. A request to a paused storage host
+            # waits before it takes a slot: it holds none, and never blocks the API.
+            if origin is not None and limits.paused_for(origin) > 0:
                 req.first_timeout = None
-                await self._admit(limits, req)
+                await self._admit(limits, req, pause_only=True)
             if not limits.enter():
+                req.first_timeout = None  # time passes while waiting for a slot: compute what is left
                 await limits.wait_slot()
             try:
+                if limits.must_wait if origin is None else limits.must_wait_for(origin):
+                    req.first_timeout = None
+                    req.rated = await self._admit(limits, req)
                 begun = time.monotonic()
                 status, headers, raw = await self._send(http, req, token)
             finally:
@@ -334,11 +348,18 @@ class Session:
         data = self._decode(req, status, raw)
         return await self._decrypt(data, req.operation) if _looks_encrypted(data) else data
 
-    async def _admit(self, limits: Limits, req: _Request) -> None:
+    async def _admit(self, limits: Limits, req: _Request, *, pause_only: bool = False) -> bool:
         """Wait for the pause and the rates, no longer than the call's budget, its policy's deadline and its
-        ``retry_after_cap`` allow: past those, fail at once (nothing was sent) instead of waiting in vain."""
+        ``retry_after_cap`` allow: past those, fail at once (nothing was sent) instead of waiting in vain.
+        Returns whether the request was charged to the rate (then :meth:`_send` reports it sent or not)."""
+        pause_deadline = time.monotonic() + req.policy.retry_after_cap
+        if req.deadline is not None and req.deadline < pause_deadline:
+            pause_deadline = req.deadline
         try:
-            await limits.admit(req.deadline, time.monotonic() + req.policy.retry_after_cap)
+            if pause_only:
+                await limits.wait_pause(pause_deadline, req.origin)
+                return False
+            return await limits.admit(req.deadline, pause_deadline, req.origin)
         except Overdue as exc:
             raise _Overdue(
                 f"{req.operation}: not sent: waiting for {exc.reason} ({exc.wait:.1f} s) would outlast this call's "
@@ -393,6 +414,7 @@ class Session:
             headers["Content-Type"] = stream.content_type
             headers["Content-Length"] = str(stream.size)
             data = stream.factory()
+        left = True  # for the rate: whether the request may have reached the service
         try:
             async with http.request(
                 req.method,
@@ -405,14 +427,38 @@ class Session:
                 raise_for_status=False,  # whatever a caller-owned session says: statuses are mapped here
                 auto_decompress=True,  # likewise; the size cap applies to the decoded bytes (_read_capped)
                 proxy=self.config.proxy,
+                trace_request_ctx=req if req.rated else None,
             ) as resp:
+                if req.rated:  # a caller's session (no trace of ours): stamped when the answer comes, later than sent
+                    self._stamp(req, True)
                 return resp.status, resp.headers, await _read_capped(resp, self.config.max_response_size, req)
+        except _Overdue:  # the budget ran out before the request was made: not sent
+            left = False
+            raise
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise self._transport_error(exc, req) from exc
+            error = self._transport_error(exc, req)
+            left = not isinstance(error, TransportError) or error.sent
+            raise error from exc
         except RuntimeError as exc:  # aiohttp: "Session is closed" when aclose() (ours or the owner's) raced us
             if self._closed or http.closed:
                 raise ClientClosedError(f"{req.operation}: the HTTP session was closed during the request") from exc
             raise
+        finally:
+            if req.rated:
+                self._stamp(req, left)
+
+    def _stamp(self, req: _Request, sent: bool) -> None:
+        """Report a request charged to the rate as sent (now) or as never sent (once per attempt)."""
+        req.rated = False
+        limits = self._limits
+        if limits is not None:
+            limits.sent() if sent else limits.unsent()
+
+    async def _on_headers_sent(self, _: Any, context: Any, __: Any) -> None:
+        """aiohttp's trace signal of the client's own session: the request's headers went out, now."""
+        req = context.trace_request_ctx
+        if type(req) is _Request and req.rated:
+            self._stamp(req, True)
 
     def _transport_error(self, exc: BaseException, req: _Request) -> HealthError:
         op = req.operation
@@ -436,7 +482,8 @@ class Session:
         """The typed error of an error response; a 429/503 ``Retry-After`` also pauses the whole client."""
         error = error_from_response(status, headers, await self._error_body(raw), operation=req.operation)
         if error.retry_after is not None and status in (429, 503):
-            self.limits.pause(min(error.retry_after, self.config.retry.retry_after_cap))
+            # the origin that asked: a presigned storage host's pause never holds back the API
+            self.limits.pause(min(error.retry_after, self.config.retry.retry_after_cap), req.origin)
         return error
 
     @staticmethod
@@ -517,8 +564,10 @@ class _Request:
         "json",
         "method",
         "operation",
+        "origin",
         "params",
         "policy",
+        "rated",
         "route",
         "url",
     )
@@ -557,6 +606,10 @@ class _Request:
         self.first_timeout: aiohttp.ClientTimeout | None = None
         #: The fast typed decoder of a 200's bytes, or None (see :meth:`Session.request`).
         self.decode: Callable[[bytes], Any] | None = None
+        #: The origin of a request to another host (its pauses are its own); None for the service's API.
+        self.origin: URL | None = url.origin() if foreign else None
+        #: Charged to the rate and not yet reported sent (see :meth:`Session._stamp`).
+        self.rated = False
 
 
 #: Methods whose success may come with an empty body (the service answers PATCH and DELETE with 200 and nothing).

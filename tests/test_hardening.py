@@ -245,8 +245,9 @@ async def test_rate_limit_holds_in_every_one_second_window_the_first_included() 
     admitted: list[float] = []
 
     async def one() -> None:
-        await limits.admit()
-        admitted.append(time.monotonic())  # the moment the request may leave
+        assert await limits.admit()
+        admitted.append(time.monotonic())  # the moment the request leaves
+        limits.sent()
 
     await asyncio.gather(*(one() for _ in range(12)))
     assert len(admitted) == 12

@@ -1,17 +1,24 @@
-"""The client's in-flight bound (``Limits.enter`` / ``wait_slot`` / ``leave``): at most ``max_connections`` requests
-on the wire, first come first served, and a cancelled waiter never keeps or loses a slot."""
+"""The client's limits: the in-flight bound (``Limits.enter`` / ``wait_slot`` / ``leave``: at most
+``max_connections`` requests on the wire, first come first served, a cancelled waiter never keeps or loses a slot),
+and the rate, the pause and every deadline holding at the moment a request is sent."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import socket
+import time
+from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.abc import AbstractResolver
 
 import health_async as ha
-from health_async._limits import Limits
+from health_async._limits import Limits, Overdue
+from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import Serve
 
@@ -121,3 +128,152 @@ async def test_in_flight_requests_never_exceed_max_connections(serve: Serve, own
         await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(20)))
         assert client._session.limits.in_flight == 0
     assert peak == 3
+
+
+# ------------------------------------------------------------------------------ limits at the moment of sending
+
+
+class _SlowResolver(AbstractResolver):
+    """Resolves ``localhost`` to 127.0.0.1, the first connections slowly: a cold connect (DNS, TCP, TLS) that
+    takes its time, as on a real network."""
+
+    def __init__(self, delays: list[float]) -> None:
+        self.delays = delays
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
+        if self.delays:
+            await asyncio.sleep(self.delays.pop(0))
+        return [{"hostname": host, "host": "127.0.0.1", "port": port, "family": socket.AF_INET, "proto": 0, "flags": 0}]
+
+    async def close(self) -> None:
+        return None
+
+
+def _most_in_a_window(times: list[float], width: float) -> int:
+    return max(sum(1 for t in times if start <= t < start + width) for start in times)
+
+
+@pytest.mark.parametrize("owned", [True, False], ids=["own-session", "caller-session"])
+async def test_the_rate_holds_as_the_service_counts_arrivals_with_cold_connects(
+    serve: Serve, owned: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four connects that take 0.6 s must not bunch their requests with the next four (sent on warm connections
+    once the rate allows): a request is charged when it goes out, not when it was admitted."""
+    arrivals: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        arrivals.append(time.monotonic())
+        return web.json_response(DOC)
+
+    url = (await serve({("GET", "/mr/api/v1/docs/{id}"): handler})).replace("127.0.0.1", "localhost")
+    resolver = _SlowResolver([0.6] * 4)
+    connector = functools.partial(aiohttp.TCPConnector, resolver=resolver, use_dns_cache=False)
+    async with contextlib.AsyncExitStack() as stack:
+        http = None
+        if owned:
+            monkeypatch.setattr(aiohttp, "TCPConnector", connector)
+        else:
+            http = await stack.enter_async_context(aiohttp.ClientSession(connector=connector(limit=100)))
+        client = await stack.enter_async_context(
+            ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=8, rate_limit=4, session=http)
+        )
+        await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(12)))
+    assert len(arrivals) == 12
+    assert _most_in_a_window(arrivals, 0.9) <= 4  # 0.1 s of slack for the loop's own scheduling
+
+
+async def test_a_pause_holds_back_requests_already_waiting_for_a_connection(serve: Serve) -> None:
+    """Requests that waited for a slot while the service asked for a pause are not sent until it ends."""
+    arrivals: list[float] = []
+    paused_at: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            await asyncio.sleep(0.2)
+            paused_at.append(time.monotonic())
+            return web.json_response({}, status=503, headers={"Retry-After": "1"})
+        if len(arrivals) == 2:
+            await asyncio.sleep(0.5)  # holds the other slot past the start of the pause
+        return web.json_response(DOC)
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    retry = ha.RetryPolicy(attempts=2, base_delay=0, jitter=0)
+    async with ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=2, retry=retry) as client:
+        await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(6)))
+    assert len(arrivals) == 7 and paused_at  # six calls, one of them twice
+    later = arrivals[2:]
+    assert min(later) >= paused_at[0] + 0.95, [round(t - paused_at[0], 2) for t in later]
+
+
+async def test_a_storage_host_pause_never_holds_back_the_api() -> None:
+    async with FakeHealthServer(users=1, documents_per_user=1) as server:
+        user = server.data.user_ids[0]
+        doc_id = server.data.document_ids(user)[0]
+        server.inject("storage_form", Fault(status=503, retry_after=30, times=1))
+        async with ha.HealthClient(
+            base_url=server.url, token=server.token, user_id=user, retry=ha.RetryPolicy.never()
+        ) as client:
+            with pytest.raises(ha.UploadFailed, match="HTTP 503"):
+                await client.documents.create(b"%PDF-1.4 " + b"x" * 2000)
+            doc = await asyncio.wait_for(client.documents.describe(doc_id), 5)  # at once, not in 30 s
+            assert doc.document_id == doc_id
+            limits = client._session.limits
+            assert limits.paused_for() == 0  # the API is not paused...
+            assert any(limits.paused_for(origin) > 25 for origin in limits._origin_pauses)  # ...the storage host is
+
+
+class _NeverAdmits:
+    """A shared limiter that never admits: it answers False when given a deadline, else waits for ever."""
+
+    def __init__(self) -> None:
+        self.deadlines: list[float | None] = []
+
+    async def acquire(self, deadline: float | None = None) -> bool:
+        self.deadlines.append(deadline)
+        if deadline is not None:
+            return False
+        await asyncio.Event().wait()
+        return True
+
+    def pause(self, seconds: float) -> None:
+        return None
+
+
+class _LegacyLimiter:
+    """A limiter written before acquire() took the deadline: it waits for ever."""
+
+    async def acquire(self) -> None:
+        await asyncio.Event().wait()
+
+    def pause(self, seconds: float) -> None:
+        return None
+
+
+@pytest.mark.parametrize("limiter", [_NeverAdmits(), _LegacyLimiter()], ids=["takes-deadline", "legacy"])
+async def test_the_shared_limiter_wait_is_bounded_by_the_call_deadline(serve: Serve, limiter: Any) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(DOC)
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    async with ha.HealthClient(base_url=url, token="t", user_id="u", limiter=limiter) as client:
+        started = time.monotonic()
+        with pytest.raises(ha.RequestTimeout) as info:
+            await client.documents.describe("d1", timeout=0.3)
+        assert time.monotonic() - started < 0.6 and info.value.sent is False  # nothing was sent
+    if isinstance(limiter, _NeverAdmits):
+        (deadline,) = limiter.deadlines
+        assert deadline is not None and abs(deadline - (started + 0.3)) < 0.1  # the call's own deadline
+
+
+async def test_a_request_never_sent_is_not_charged_to_the_rate() -> None:
+    limits = Limits(10, rate=2)
+    assert await limits.admit() and await limits.admit()
+    limits.unsent()  # refused connection: it never left
+    limits.sent()
+    started = time.monotonic()
+    assert await limits.admit()  # the second slot of this window is free again: no wait
+    assert time.monotonic() - started < 0.1
+    limits.sent()
+    with pytest.raises(Overdue):  # now two sent in the window: the next waits about a second
+        await limits.admit(deadline=time.monotonic() + 0.2)

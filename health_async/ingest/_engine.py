@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._bulk import run_pool
-from .._limits import Limits
+from .._limits import Limits, Overdue
 from ..errors import HealthError, InvalidRequest
 from ._work import JobSpec, WorkItem, WorkResult, process
 
@@ -51,9 +51,15 @@ class RateLimiter:
     def __repr__(self) -> str:
         return f"RateLimiter(rate={self.rate})"
 
-    async def acquire(self) -> None:
-        """Wait for the pause and for a slot of the rate."""
-        await self._limits.admit()
+    async def acquire(self, deadline: float | None = None) -> bool:
+        """Wait for the pause and for a slot of the rate, charged now; ``False`` at once when that wait would end
+        after ``deadline`` (a ``time.monotonic()`` instant)."""
+        try:
+            await self._limits.admit(deadline)
+        except Overdue:
+            return False
+        self._limits.sent()
+        return True
 
     def pause(self, seconds: float) -> None:
         """Hold back every request for ``seconds`` from now (extends, never shortens)."""

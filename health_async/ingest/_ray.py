@@ -121,31 +121,36 @@ class ActorLimiter:
             self.note_pause(time.time() + seconds)
             self._coordinator.pause.remote(seconds)  # fire and forget: the coordinator pushes it to everyone
 
-    async def acquire(self) -> None:
-        """Wait for the shared pause and, with a rate, for one slot of a lease."""
+    async def acquire(self, deadline: float | None = None) -> bool:
+        """Wait for the shared pause and, with a rate, for one slot of a lease; ``False`` at once when that wait
+        would end after ``deadline`` (a ``time.monotonic()`` instant of this process)."""
         self._waiting += 1
         try:
-            await self._acquire()
+            return await self._acquire(deadline)
         finally:
             self._waiting -= 1
 
-    async def _acquire(self) -> None:
+    async def _acquire(self, deadline: float | None) -> bool:
         while True:
             now = time.time()
             if self._paused_until > now:
+                if not _fits(deadline, self._paused_until - now):
+                    return False
                 await asyncio.sleep(self._paused_until - now)
                 continue
             if not self._rated:
-                return
+                return True
             if self._left > 0 and now < self._end:
                 slot, epoch = self._slot, self._epoch
+                if not _fits(deadline, slot - now):
+                    return False  # the slot stays for a later caller
                 self._slot += self._interval
                 self._left -= 1
                 if slot <= now:
-                    return
+                    return True
                 await asyncio.sleep(slot - now)
                 if epoch == self._epoch:
-                    return
+                    return True
                 continue  # a pause came while we waited for the slot: it is void, start over
             self._left = 0
             if self._fetching is None:
@@ -161,6 +166,11 @@ class ActorLimiter:
             self._end = start + max(count, self._max_lease) * interval
         finally:
             self._fetching = None
+
+
+def _fits(deadline: float | None, wait: float) -> bool:
+    """Whether a wait of ``wait`` seconds from now ends by ``deadline`` (``time.monotonic()``; None: no limit)."""
+    return deadline is None or time.monotonic() + wait <= deadline
 
 
 class _Coordinator:
