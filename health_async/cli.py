@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -289,12 +291,23 @@ async def run(args: argparse.Namespace) -> int:
         return int(await command(client, args))
 
 
+#: The exit status when stdout's reader went away: 128 + SIGPIPE, what a shell reports for ``yes | head -1``.
+EXIT_BROKEN_PIPE = 128 + 13
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``health-async``; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return asyncio.run(run(args))
+    except BrokenPipeError:
+        # The reader went away (``health-async list | head -3``): stop quietly, as a Unix filter does, with the
+        # status a shell gives a command ended by SIGPIPE. stdout is pointed at /dev/null so that the interpreter's
+        # last flush at exit does not print "Exception ignored ... BrokenPipeError".
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
     except InputError as exc:

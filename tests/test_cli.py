@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ import pytest
 
 import health_async as ha
 from health_async import cli
+from health_async._cli import abha as abha_cli
 from health_async._progress import Progress
 from health_async.testing import FakeHealthServer, Fault
 
@@ -335,3 +339,41 @@ def test_abha_commands_send_x_pt_id_only_when_given_on_the_command(
     assert code == 0, err
     sent = _abha_requests(server, start)
     assert sent and [_pt_id(r) for r in sent] == [chosen] * len(sent)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(server: FakeHealthServer, tmp_path: Path) -> None:
+    """``health-async describe-many ids | head -1``: the reader goes away; no traceback, no "Exception ignored",
+    the status a shell gives a command ended by SIGPIPE."""
+    ids = server.data.document_ids(server.data.user_ids[0])
+    path = tmp_path / "ids.txt"
+    path.write_text("\n".join(ids * 200) + "\n")  # about 15 MB of output: far more than a pipe holds
+    env = {**os.environ, "PYTHONWARNINGS": "error"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "health_async", "describe-many", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    first = child.stdout.readline()
+    child.stdout.close()  # the reader goes away, as `head -1` does
+    err = child.stderr.read().decode()
+    child.stderr.close()
+    assert child.wait(timeout=60) == cli.EXIT_BROKEN_PIPE == 141
+    assert orjson.loads(first)["document_id"] in ids
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+
+
+def test_input_that_ends_is_not_ctrl_c(
+    server: FakeHealthServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End of file on a non-interactive stdin is an error of the input (exit 1, "input ended"), not 130."""
+
+    def ended(question: str, *, secret: bool = False) -> str:
+        raise EOFError
+
+    monkeypatch.setattr(abha_cli, "PROMPT", ended)
+    assert cli.main(["abha", "login"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "input ended" in err and "Traceback" not in err and "cancelled" not in err
+    assert server.calls("login_init") == 0

@@ -8,8 +8,9 @@ ABHA registration or login, one question at a time, with the guided flows of ``c
 * A wrong OTP is asked again; a bad answer says which rule it breaks (never repeating it).
 * The result is one JSON line on stdout (address, masked ABHA number, OID, created or logged in); never the
   tokens. Messages go to stderr.
-* Exit status: 0 done; 1 an error (one line: its type and message); 130 cancelled (Ctrl-C or end of input: no
-  traceback, nothing more sent).
+* Exit status: 0 done; 1 an error (one line: its type and message), or input that ended (end of file on a
+  non-interactive stdin: "input ended", nothing more sent); 130 cancelled with Ctrl-C (no traceback, nothing more
+  sent).
 * ``X-Pt-Id`` is sent only when ``--user-id OID`` is given on the command itself: never from ``HEALTH_ASYNC_USER_ID``
   (that is the OID of the records work; an ABHA registration or login is for a person who may have no OID yet, and
   must not be tied to, nor reveal, whatever OID is configured). See :func:`abha_headers`.
@@ -378,9 +379,12 @@ async def _converse(
         flow = await start()
         talk.say(f"An OTP was sent. {flow.hint or ''}".rstrip())
         account = await _drive(client, flow, talk, headers, ask_mobile=ask_mobile)
-    except (KeyboardInterrupt, EOFError):
+    except KeyboardInterrupt:
         talk.say(f"\n{label}: cancelled; nothing more was sent.")
         return 130
+    except EOFError:  # stdin ended (a script, a closed pipe): an error of the input, not the person's Ctrl-C
+        talk.say(f"\n{label}: input ended before the flow did; nothing more was sent.")
+        return 1
     except _GiveUp as exc:
         talk.say(f"{label}: {exc}")
         return 1
