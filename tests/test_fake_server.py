@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import hashlib
-from collections.abc import AsyncIterator
+import importlib.util
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
+import health_async.testing
 from health_async import jwe
+from health_async._aadhaar import verhoeff_check
 from health_async.testing import FakeHealthServer, Fault
 
 
@@ -242,3 +247,128 @@ def test_url_before_start_is_an_error() -> None:
     server: Any = FakeHealthServer(documents_per_user=1)
     with pytest.raises(RuntimeError, match="not started"):
         _ = server.url
+
+
+# ---------------------------------------------------------------------------------------------- independence
+# The fake is the other side, not a mirror: it describes the service from the vendor's files (testing/_routes.py)
+# and imports none of the client's routes, models or parsing, so a wrong path or field in either fails a test.
+
+TESTING_DIR = Path(health_async.testing.__file__).parent
+#: What every module of the fake may import of the client: the JSON codec and the encryption primitive.
+ALLOWED_EVERYWHERE = frozenset({"health_async._json", "health_async.jwe"})
+#: More, for one module: the errors a public testing API raises to its user (``send_webhook``, ``sign_webhook``:
+#: InvalidRequest); the public client the ``health_client`` fixture hands out (``HealthClient``, ``RetryPolicy``).
+ALLOWED_IN = {"_webhooks.py": {"health_async.errors"}, "pytest_plugin.py": {"health_async"}}
+
+
+def _module_name(path: Path) -> str:
+    return "health_async.testing" if path.name == "__init__.py" else f"health_async.testing.{path.stem}"
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _imports(path: Path, *, type_checking: bool) -> Iterator[tuple[int, str]]:
+    """``(line, module)`` for every import in the file: module level, in functions and classes, and (with
+    ``type_checking``) under ``if TYPE_CHECKING:``; relative imports resolved, ``from pkg import sub`` as ``pkg.sub``
+    when ``sub`` is a module. Also literal ``importlib.import_module("...")`` and ``__import__("...")`` calls."""
+    package = "health_async.testing"
+
+    def visit(node: ast.AST) -> Iterator[tuple[int, str]]:
+        if isinstance(node, ast.If) and not type_checking:
+            test = node.test
+            if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+            ):
+                for branch in node.orelse:
+                    yield from visit(branch)
+                return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                yield node.lineno, sub if _is_module(sub) else module
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                yield node.lineno, node.args[0].value
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child)
+
+    yield from visit(ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+
+
+def test_the_fake_imports_none_of_the_client() -> None:
+    files = sorted(TESTING_DIR.glob("*.py"))
+    assert {"_server.py", "_routes.py", "_abha.py", "pytest_plugin.py"} <= {f.name for f in files}
+    bad = []
+    for path in files:
+        allowed = ALLOWED_EVERYWHERE | ALLOWED_IN.get(path.name, set())
+        for line, module in _imports(path, type_checking=True):
+            if module.split(".")[0] != "health_async" or module.startswith("health_async.testing"):
+                continue
+            if module not in allowed:
+                bad.append(f"{path.name}:{line} imports {module}")
+    assert not bad, "the fake must not import the client's internals:\n" + "\n".join(bad)
+
+
+def test_the_import_checker_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "_sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from .. import _constants as C, _json\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..models import Document\n"
+        "def f():\n"
+        "    from ..resources import abha\n"
+        "    import health_async._config\n"
+        "    from . import _server\n",
+        encoding="utf-8",
+    )
+    found = {m for _, m in _imports(sample, type_checking=True)}
+    assert {"health_async._constants", "health_async._json", "health_async.models"} <= found
+    assert {"health_async.resources.abha", "health_async._config", "health_async.testing._server"} <= found
+    assert "health_async.models" not in {m for _, m in _imports(sample, type_checking=False)}
+
+
+def test_the_fake_has_no_import_circles() -> None:
+    """No module of the fake imports back (even inside a function) one that imports it; ``if TYPE_CHECKING:``
+    imports do not count."""
+    graph: dict[str, set[str]] = {}
+    for path in TESTING_DIR.glob("*.py"):
+        graph[_module_name(path)] = {
+            m for _, m in _imports(path, type_checking=False) if m.startswith("health_async.testing.")
+        }
+
+    def cycle_from(start: str, node: str, seen: list[str]) -> list[str] | None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return [*seen, nxt]
+            if nxt not in seen:
+                found = cycle_from(start, nxt, [*seen, nxt])
+                if found:
+                    return found
+        return None
+
+    for module in sorted(graph):
+        cycle = cycle_from(module, module, [module])
+        assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_seeded_aadhaar_numbers_pass_the_clients_check() -> None:
+    data = FakeHealthServer(documents_per_user=1).data
+    numbers = [*data.valid_aadhaar, *data.failing_aadhaar]
+    assert len(numbers) == 8 and all(len(n) == 12 and n[0] not in "01" and verhoeff_check(n) for n in numbers)

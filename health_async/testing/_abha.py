@@ -43,23 +43,24 @@ import hashlib
 import random
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from aiohttp import web
 
-from ..errors import ABHA_OPERATIONS
-from ..resources import abha as A
+from . import _routes as R
 from ._domain import Domain
 
 if TYPE_CHECKING:
-    from ._server import FakeHealthServer, RecordedRequest
+    from ._common import Handler, RecordedRequest
+    from ._domain import Server
 
 __all__ = ["ROUTES", "SEEDED_MOBILE", "FakeAbha", "FakeAccount"]
 
-#: Route names (usable with ``server.inject``); ``aadhaar_init`` is a core route of the server.
-ROUTES: Final[tuple[str, ...]] = tuple(op for op in sorted(ABHA_OPERATIONS) if op != "aadhaar_init")
+#: Route names (usable with ``server.inject``), from the fake's own table of the vendor's ABHA operations
+#: (``_routes.ABHA``); ``aadhaar_init`` is a core route of the server.
+ROUTES: Final[tuple[str, ...]] = tuple(sorted(R.ABHA))
 
 #: A mobile number that holds two mobile-only ABHA addresses in the seeded state.
 SEEDED_MOBILE: Final = "9876501234"
@@ -67,8 +68,6 @@ SEEDED_MOBILE: Final = "9876501234"
 _FIRST = ("Asha", "Ravi", "Meera", "Arjun", "Kavya", "Rohan", "Nisha", "Vikram")
 _LAST = ("Verma", "Kumar", "Iyer", "Sharma", "Reddy", "Das", "Nair", "Gupta")
 _NEW_ADDRESS: Final = re.compile(r"(?=.{8,18}$)[a-z0-9]+(?:[._][a-z0-9]+){0,2}")
-
-Handler = Callable[[web.Request, "RecordedRequest"], Awaitable[web.StreamResponse]]
 
 
 @attrs.define
@@ -134,7 +133,7 @@ class FakeAbha(Domain):
 
     ROUTES = ROUTES
 
-    def __init__(self, server: FakeHealthServer) -> None:
+    def __init__(self, server: Server) -> None:
         super().__init__(server)
         #: OTPs sent in one transaction (the init and the resends) before it is locked with ``ABDM-1100``.
         self.max_otp_sends = 3
@@ -293,7 +292,7 @@ class FakeAbha(Domain):
 
     def _check_otp(self, txn: _Txn, body: dict[str, Any]) -> None:
         otp = body.get("otp")
-        if not isinstance(otp, str) or len(otp) != A.OTP_LENGTH or not otp.isdigit():
+        if not isinstance(otp, str) or len(otp) != R.OTP_LENGTH or not otp.isdigit():
             raise _bad_body()
         if txn.wrong >= self.max_otp_attempts:
             txn.step = "locked"
@@ -400,7 +399,7 @@ class FakeAbha(Domain):
         if not isinstance(address, str) or not address.strip():
             raise _bad_body()
         local, _, suffix = address.strip().lower().partition("@")
-        if (suffix and suffix not in A.ABHA_ADDRESS_SUFFIXES) or not _NEW_ADDRESS.fullmatch(local):
+        if (suffix and suffix not in R.ABHA_ADDRESS_SUFFIXES) or not _NEW_ADDRESS.fullmatch(local):
             raise _Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
         if local.count(".") > 1 or local.count("_") > 1:
             raise _Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
@@ -428,26 +427,26 @@ class FakeAbha(Domain):
 
     def add_routes(self, app: web.Application) -> None:
         """Register the ABHA routes (besides the server's own ``aadhaar_init``)."""
-        route = self.server._route
-        for name, path, handler in (
-            ("aadhaar_resend", A.PATH_AADHAAR_RESEND, self._aadhaar_resend),
-            ("aadhaar_verify", A.PATH_AADHAAR_VERIFY, self._aadhaar_verify),
-            ("aadhaar_mobile_verify", A.PATH_AADHAAR_MOBILE_VERIFY, self._aadhaar_mobile_verify),
-            ("aadhaar_mobile_resend", A.PATH_AADHAAR_MOBILE_RESEND, self._aadhaar_mobile_resend),
-            ("aadhaar_create", A.PATH_AADHAAR_CREATE, self._aadhaar_create),
-            ("auto_login", A.PATH_AUTO_LOGIN, self._auto_login),
-            ("mobile_init", A.PATH_MOBILE_INIT, self._mobile_init),
-            ("mobile_resend", A.PATH_MOBILE_RESEND, self._mobile_resend),
-            ("mobile_verify", A.PATH_MOBILE_VERIFY, self._mobile_verify),
-            ("mobile_create", A.PATH_MOBILE_CREATE, self._mobile_create),
-            ("address_exists", A.PATH_PHR_CHECK, self._address_exists),
-            ("login_methods", A.PATH_LOGIN_METHODS, self._login_methods),
-            ("login_init", A.PATH_LOGIN_INIT, self._login_init),
-            ("login_verify", A.PATH_LOGIN_VERIFY, self._login_verify),
-            ("login_phr", A.PATH_LOGIN_PHR, self._login_phr),
-        ):
-            app.router.add_post(path, route(name, self._wrap(handler)))
-        app.router.add_get(A.PATH_SUGGEST, route("suggest_addresses", self._suggest))
+        json_handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "aadhaar_resend": self._aadhaar_resend,
+            "aadhaar_verify": self._aadhaar_verify,
+            "aadhaar_mobile_verify": self._aadhaar_mobile_verify,
+            "aadhaar_mobile_resend": self._aadhaar_mobile_resend,
+            "aadhaar_create": self._aadhaar_create,
+            "auto_login": self._auto_login,
+            "mobile_init": self._mobile_init,
+            "mobile_resend": self._mobile_resend,
+            "mobile_verify": self._mobile_verify,
+            "mobile_create": self._mobile_create,
+            "address_exists": self._address_exists,
+            "login_methods": self._login_methods,
+            "login_init": self._login_init,
+            "login_verify": self._login_verify,
+            "login_phr": self._login_phr,
+        }
+        for name, (method, path) in R.ABHA.items():
+            handler = self._suggest if name == "suggest_addresses" else self._wrap(json_handlers[name])
+            app.router.add_route(method, path, self.server._route(name, handler))
 
     def _wrap(self, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Handler:
         server = self.server

@@ -9,7 +9,6 @@ from typing import Any
 import attrs
 
 from .. import _json
-from .._aadhaar import verhoeff_digit
 
 __all__ = ["FakeData", "make_document", "make_profile"]
 
@@ -120,6 +119,35 @@ def make_profile(rng: random.Random, oid: str) -> dict[str, Any]:
         "email": f"{first.lower()}.{last.lower()}@example.com",
         "s": rng.choice(["Mr.", "Ms.", "Dr."]),
     }
+
+
+def _d5(j: int, k: int) -> int:
+    """The product ``j * k`` in the dihedral group D5 (0-4 rotations, 5-9 reflections), as Verhoeff numbers it."""
+    if j < 5:
+        return (j + k) % 5 + (5 if k >= 5 else 0)
+    return (j - k) % 5 + (0 if k >= 5 else 5)
+
+
+#: Verhoeff's permutation, applied ``i`` times to the ``i``-th digit from the right.
+_SIGMA = (1, 5, 7, 6, 2, 8, 3, 0, 9, 4)
+
+
+def _permute(times: int, digit: int) -> int:
+    for _ in range(times % 8):
+        digit = _SIGMA[digit]
+    return digit
+
+
+def verhoeff_digit(digits: str) -> str:
+    """The Verhoeff check digit to append to ``digits`` (service-facts.md: an Aadhaar number's last digit is one).
+
+    The fake's own copy, written from the algorithm (it does not use the client's validation).
+    """
+    c = 0
+    for i, ch in enumerate(reversed(digits)):
+        c = _d5(c, _permute(i + 1, int(ch)))
+    inverse = (5 - c) % 5 if c < 5 else c
+    return str(inverse)
 
 
 def _aadhaar(rng: random.Random) -> str:

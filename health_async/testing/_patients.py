@@ -32,12 +32,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
-from .. import _constants as C
 from .. import _json
+from . import _routes as R
+from ._common import drop
 from ._domain import Domain
 
 if TYPE_CHECKING:
-    from ._server import FakeHealthServer, RecordedRequest
+    from ._common import RecordedRequest
+    from ._domain import Server
 
 __all__ = ["ROUTES", "FakePatients"]
 
@@ -53,7 +55,6 @@ ROUTES: Final[tuple[str, ...]] = (
     "profile_update",
 )
 
-_BASE: Final = "/profiles/v1/patient"
 _GENDERS: Final = frozenset({"M", "F", "O"})
 _BLOOD_GROUPS: Final = frozenset({"A+", "A-", "B+", "B-", "AB+", "AB-", "O+", "O-"})
 _LIST_SELECT: Final = frozenset({"abha", "c_ate", "dob", "gen", "u_ate"})
@@ -74,7 +75,7 @@ class FakePatients(Domain):
 
     ROUTES = ROUTES
 
-    def __init__(self, server: FakeHealthServer, *, count: int = 120) -> None:
+    def __init__(self, server: Server, *, count: int = 120) -> None:
         super().__init__(server)
         #: OID -> stored patient (wire names; ``arc`` marks an archived one). Insertion order = creation order.
         self.directory: dict[str, dict[str, Any]] = {}
@@ -151,20 +152,20 @@ class FakePatients(Domain):
     def add_routes(self, app: web.Application) -> None:
         """Register the directory's routes (the fixed paths before ``{oid}``, which would match them)."""
         route = self.server._route
-        app.router.add_post(f"{_BASE}/", route("patient_create", self._create))
-        app.router.add_get(f"{_BASE}/minified/", route("patient_list", self._list))
-        app.router.add_get(f"{_BASE}/search", route("patient_search", self._search))
-        app.router.add_get(f"{_BASE}/by-mobile/", route("patient_by_mobile", self._by_mobile))
-        app.router.add_get(f"{_BASE}/{{username}}/username/", route("patient_by_username", self._by_username))
-        app.router.add_get(f"{_BASE}/{{oid}}", route("patient_get", self._get))
-        app.router.add_patch(f"{_BASE}/{{oid}}", route("patient_update", self._update))
-        app.router.add_delete(f"{_BASE}/{{oid}}", route("patient_archive", self._archive))
-        app.router.add_patch(C.PATH_PROFILE, route("profile_update", self._profile_update))
+        app.router.add_post(R.PATIENT_CREATE, route("patient_create", self._create))
+        app.router.add_get(R.PATIENT_LIST, route("patient_list", self._list))
+        app.router.add_get(R.PATIENT_SEARCH, route("patient_search", self._search))
+        app.router.add_get(R.PATIENT_BY_MOBILE, route("patient_by_mobile", self._by_mobile))
+        app.router.add_get(R.PATIENT_BY_USERNAME, route("patient_by_username", self._by_username))
+        app.router.add_get(R.PATIENT, route("patient_get", self._get))
+        app.router.add_patch(R.PATIENT, route("patient_update", self._update))
+        app.router.add_delete(R.PATIENT, route("patient_archive", self._archive))
+        app.router.add_patch(R.EMR_USER, route("profile_update", self._profile_update))
 
     # ------------------------------------------------------------------------------ helpers
 
     def _client_error(self, request: web.Request) -> web.Response | None:
-        client_id = request.headers.get(C.H_CLIENT_ID)
+        client_id = request.headers.get(R.CLIENT_ID)
         if not client_id:
             return web.json_response({"message": "client-id header is required", "code": "bad_request"}, status=400)
         if client_id != self.server.client_id:
@@ -277,11 +278,7 @@ class FakePatients(Domain):
             status = self._fail_after_create.pop(0)
             if status is not None:
                 return web.json_response({"message": "Gateway Timeout"}, status=status)
-            from ._server import _Dropped
-
-            if request.transport is not None:
-                request.transport.abort()
-            return _Dropped(status=499)
+            return drop(request)
         return self.server._json(request, {"oid": oid}, status=201)
 
     async def _list(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 
-from .. import _constants as C
 from .. import _json
-from ..resources._polling import PATH_RESULT
+from . import _routes as R
 from ._data import _TESTS
 from ._domain import Domain
 
 if TYPE_CHECKING:
-    from ._server import FakeHealthServer, RecordedRequest
+    from ._common import RecordedRequest
+    from ._domain import Server
 
 __all__ = ["ROUTES", "FakeRecords"]
 
@@ -52,7 +52,7 @@ class FakeRecords(Domain):
 
     ROUTES = ROUTES
 
-    def __init__(self, server: FakeHealthServer) -> None:
+    def __init__(self, server: Server) -> None:
         super().__init__(server)
         #: Polls answered ``queued``/``inprogress`` before a result is ``completed`` (0: completed at once).
         self.polls_to_complete = 2
@@ -94,14 +94,14 @@ class FakeRecords(Domain):
     # ------------------------------------------------------------------------------ routes
 
     def add_routes(self, app: web.Application) -> None:
-        """``GET /mr/api/v1/docs/{id}/result``."""
-        app.router.add_get(PATH_RESULT, self.server._route("result", self._result))
+        """``GET /mr/api/v1/docs/{document_id}/result``."""
+        app.router.add_get(R.RESULT, self.server._route("result", self._result))
 
     async def _result(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
-        document_id = request.match_info["id"]
+        document_id = request.match_info["document_id"]
         raw = self.server.data.documents.get(user, {}).get(document_id)
         if raw is None:
             return web.Response(status=404, text="No such document.")

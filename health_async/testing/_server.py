@@ -14,9 +14,10 @@ from typing import Any, Final
 import attrs
 from aiohttp import BodyPartReader, web
 
-from .. import _constants as C
-from .. import _json
+from .. import _json, jwe
 from . import _abha, _domain, _patients, _records, _storage
+from . import _routes as R
+from ._common import BAD, Dropped, ErrorMarker, Handler, RecordedRequest, drop
 from ._data import FakeData
 
 __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
@@ -25,12 +26,10 @@ __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 #: ``_patients``) adds its own.
 CORE_ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
 UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
-MAX_UPLOAD: Final = 10 * 1024 * 1024
+MAX_UPLOAD: Final = 10 * 1024 * 1024  # service-facts.md: the live direct upload is limited to 10 MB a file
 
 #: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
 ROUTES: Final = CORE_ROUTES + _records.ROUTES + _storage.ROUTES + _abha.ROUTES + _patients.ROUTES
-
-Handler = Callable[[web.Request, "RecordedRequest"], Awaitable[web.StreamResponse]]
 
 
 @attrs.define
@@ -54,25 +53,6 @@ class Fault:
     truncate: bool = False
     body: Any = None
     content_type: str | None = None
-
-
-@attrs.define
-class RecordedRequest:
-    """One request as the server received it (recorded before any fault or check)."""
-
-    route: str
-    method: str
-    path: str
-    query: list[tuple[str, str]]
-    headers: dict[str, str]
-    #: Bytes of the request body (for an upload: of the file(s) received).
-    body_size: int = 0
-    #: The JSON body, if any (for an encrypted request, the envelope).
-    json: Any = None
-    #: For an encrypted request, the decrypted JSON (for an encrypted upload, ``{"file": <size>}``).
-    plaintext: Any = None
-    #: The status answered (``None`` for a dropped connection).
-    status: int | None = None
 
 
 class FakeHealthServer:
@@ -106,8 +86,6 @@ class FakeHealthServer:
         encrypt_responses: bool = False,
         record: bool = True,
     ) -> None:
-        from .. import jwe
-
         self.host, self.port = host, port
         self.token, self.client_id, self.client_secret = token, client_id, client_secret
         self.encryption_key, self.key_id = encryption_key, key_id
@@ -149,13 +127,13 @@ class FakeHealthServer:
         """The aiohttp application (for embedding in your own runner)."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
         route = self._route
-        app.router.add_post(C.PATH_LOGIN, route("login", self._login))
-        app.router.add_post(C.PATH_REFRESH, route("refresh", self._refresh))
-        app.router.add_get(C.PATH_DOCUMENTS, route("list", self._list))
-        app.router.add_get(C.PATH_DOCUMENT, route("describe", self._describe))
-        app.router.add_post(C.PATH_UPLOAD, route("upload", self._upload))
-        app.router.add_post(C.PATH_AADHAAR_INIT, route("aadhaar_init", self._aadhaar_init))
-        app.router.add_get(C.PATH_PROFILE, route("profile", self._profile))
+        app.router.add_post(R.LOGIN, route("login", self._login))
+        app.router.add_post(R.REFRESH, route("refresh", self._refresh))
+        app.router.add_get(R.DOCUMENTS, route("list", self._list))
+        app.router.add_get(R.DOCUMENT, route("describe", self._describe))
+        app.router.add_post(R.UPLOAD, route("upload", self._upload))
+        app.router.add_post(R.AADHAAR_INIT, route("aadhaar_init", self._aadhaar_init))
+        app.router.add_get(R.EMR_USER, route("profile", self._profile))
         for domain in self._domains:
             domain.add_routes(app)
         return app
@@ -250,13 +228,13 @@ class FakeHealthServer:
                 response = web.json_response({"message": "Unauthorized"}, status=401)
             if response is None:
                 response = await handler(request, rec)
-            rec.status = None if isinstance(response, _Dropped) else response.status
+            rec.status = None if isinstance(response, Dropped) else response.status
             return response
 
         return handle
 
     def _authorized(self, request: web.Request) -> bool:
-        auth = request.headers.get(C.H_AUTHORIZATION, "")
+        auth = request.headers.get(R.AUTHORIZATION, "")
         token = auth[7:] if auth.startswith("Bearer ") else None
         if token == self.token:
             if self._static_failures > 0:
@@ -280,9 +258,7 @@ class FakeHealthServer:
                 if fault.latency:
                     await asyncio.sleep(fault.latency)
                 if fault.drop:
-                    if request.transport is not None:
-                        request.transport.abort()  # at once, unlike close(), which would still flush a response
-                    return _Dropped(status=499)
+                    return drop(request)
                 if fault.truncate:
                     return await self._truncated(request, fault)
                 if fault.status is not None:
@@ -290,7 +266,7 @@ class FakeHealthServer:
         return None
 
     def _fault_response(self, fault: Fault) -> web.Response:
-        headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None
+        headers = {R.RETRY_AFTER: f"{fault.retry_after:g}"} if fault.retry_after is not None else None
         body = fault.body
         if body is None:
             return web.Response(status=fault.status or 500, headers=headers)
@@ -321,31 +297,26 @@ class FakeHealthServer:
         return self._body(request, _json.dumps(payload), status)
 
     def _body(self, request: web.Request, body: bytes, status: int = 200) -> web.Response:
-        if status < 300 and (self.encrypt_responses or request.headers.get(C.H_ENCRYPTION) == "JWE"):
-            from .. import jwe
-
+        if status < 300 and (self.encrypt_responses or _encrypted(request)):
             envelope = jwe.encrypt(body, self._key)
             del envelope["protected"]  # as the service's responses: no protected, no kid
             body = _json.dumps(envelope)
         return web.Response(status=status, body=body, content_type="application/json")
 
     async def _read_json(self, request: web.Request, rec: RecordedRequest) -> Any:
-        """The request's JSON, decrypted when it is an envelope with X-Encryption: JWE; ``_BAD`` if unreadable."""
-        from .. import jwe
-        from ..errors import EncryptionError
-
+        """The request's JSON, decrypted when it is an envelope with X-Encryption: JWE; ``BAD`` if unreadable."""
         raw = await request.read()
         rec.body_size = len(raw)
         try:
             data = _json.loads(raw)
         except _json.JSONDecodeError:
-            return _BAD
+            return BAD
         rec.json = data
-        if request.headers.get(C.H_ENCRYPTION) == "JWE":
+        if _encrypted(request):
             try:
                 data = _json.loads(jwe.decrypt(data, self._key))
-            except (EncryptionError, _json.JSONDecodeError):
-                return _BAD
+            except Exception:  # any envelope the fake cannot open (the primitive's EncryptionError), or not JSON
+                return BAD
             rec.plaintext = data
         return data
 
@@ -377,7 +348,7 @@ class FakeHealthServer:
         return web.json_response(self._issue())
 
     async def _describe(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
         body = self.data.documents.get(user, {}).get(request.match_info["id"])
@@ -386,10 +357,10 @@ class FakeHealthServer:
         return self._body(request, body)
 
     async def _list(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
-        if "application/json" not in request.headers.get("Accept", ""):
+        if "application/json" not in request.headers.get(R.ACCEPT, ""):
             return web.Response(status=406, text="send Accept: application/json")
         try:
             offset = int(request.query.get("offset", "0"))
@@ -412,21 +383,21 @@ class FakeHealthServer:
         tasks = request.query.getall("task", [])
         if not tasks or not set(tasks) <= UPLOAD_TASKS:
             return web.Response(status=400, text="Invalid form data.")
-        files: list[tuple[int, str, bool]] = []  # size, SHA-256, whether it ends in b"error" (_storage.ErrorMarker)
-        if request.headers.get(C.H_ENCRYPTION) == "JWE":
+        files: list[tuple[int, str, bool]] = []  # size, SHA-256, whether it ends in b"error" (ErrorMarker)
+        if _encrypted(request):
             body = await self._read_json(request, rec)
             try:
                 data = base64.b64decode(body["file"], validate=True)
             except (TypeError, KeyError, binascii.Error):
                 return web.Response(status=400, text="Invalid form data.")
-            files.append((len(data), hashlib.sha256(data).hexdigest(), _storage.ErrorMarker(data).found))
+            files.append((len(data), hashlib.sha256(data).hexdigest(), ErrorMarker(data).found))
             rec.plaintext = {"file": len(data)}
         elif request.content_type == "multipart/form-data":
             reader = await request.multipart()
             async for part in reader:
                 if not isinstance(part, BodyPartReader) or part.name != "file":
                     continue
-                digest, size, marker = hashlib.sha256(), 0, _storage.ErrorMarker()
+                digest, size, marker = hashlib.sha256(), 0, ErrorMarker()
                 while chunk := await part.read_chunk(256 * 1024):
                     size += len(chunk)
                     if size > MAX_UPLOAD:
@@ -439,7 +410,7 @@ class FakeHealthServer:
         rec.body_size = sum(size for size, _, _ in files)
         if any(size > MAX_UPLOAD for size, _, _ in files):
             return web.Response(status=413, text="File too large.")
-        user = request.headers.get(C.H_PT_ID) or self.data.user_ids[0]
+        user = request.headers.get(R.PT_ID) or self.data.user_ids[0]
         ids = []
         for size, sha256, ends_in_error in files:
             document_id = str(uuid.uuid4())
@@ -451,7 +422,7 @@ class FakeHealthServer:
                 "tags": sorted(tasks),
                 "files": [],
                 # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py); the
-                # presigned storage host applies the same rule (_storage.ErrorMarker)
+                # presigned storage host applies the same rule (_common.ErrorMarker)
                 "upload": {"size": size, "sha256": sha256, "ends_in_error": ends_in_error},
             }
             self.data.documents.setdefault(user, {})[document_id] = _json.dumps(doc)
@@ -479,7 +450,7 @@ class FakeHealthServer:
         )
 
     async def _profile(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        client_id = request.headers.get(C.H_CLIENT_ID)
+        client_id = request.headers.get(R.CLIENT_ID)
         if not client_id:
             return web.json_response({"message": "client-id header is required", "code": "bad_request"}, status=400)
         if client_id != self.client_id:
@@ -490,12 +461,6 @@ class FakeHealthServer:
         return self._body(request, body)
 
 
-class _Marker:
-    pass
-
-
-class _Dropped(web.Response):
-    """Returned after the connection was closed on purpose: nothing is sent."""
-
-
-_BAD: Final[Any] = _Marker()
+def _encrypted(request: web.Request) -> bool:
+    """Whether the request says its body is a JWE envelope (guide.mdx: ``X-Encryption: JWE``)."""
+    return request.headers.get(R.ENCRYPTION) == R.ENCRYPTION_JWE

@@ -49,12 +49,13 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 from aiohttp import BodyPartReader, web
 
-from .. import _constants as C
 from .. import _json
+from . import _routes as R
+from ._common import ERROR_MARKER, ErrorMarker, RecordedRequest
 from ._domain import Domain
 
 if TYPE_CHECKING:
-    from ._server import FakeHealthServer, RecordedRequest
+    from ._domain import Server
 
 __all__ = ["ERROR_MARKER", "ROUTES", "ErrorMarker", "FakeStorage", "StorageRequest"]
 
@@ -71,35 +72,7 @@ ROUTES: Final[tuple[str, ...]] = (
 
 MiB: Final = 1024 * 1024
 LIMITS: Final = {"application/pdf": 25 * MiB, "image/png": 10 * MiB, "image/jpg": 10 * MiB}
-PATH_CASES: Final = "/mr/api/v1/cases"
-PATH_CASE: Final = "/mr/api/v1/cases/{id}"
 _PATCH_FIELDS: Final = ("dt", "ndhm", "oid", "dd_e", "tg", "cases")
-
-#: The fake's processing marker: an uploaded file whose content ends in these bytes has its processing end in
-#: ``error`` (``testing/_records.py``). One rule for every upload route: the direct upload (``_server.py``) and the
-#: presigned storage host (here) both check it with :class:`ErrorMarker`.
-ERROR_MARKER: Final = b"error"
-
-
-class ErrorMarker:
-    """Whether a file ends in :data:`ERROR_MARKER`: give it the whole content, or :meth:`update` it chunk by chunk
-    as the file is read (only the last few bytes are kept); then ask :attr:`found`."""
-
-    __slots__ = ("_tail",)
-
-    def __init__(self, content: bytes = b"") -> None:
-        self._tail = b""
-        self.update(content)
-
-    def update(self, chunk: bytes) -> None:
-        """The next bytes of the file."""
-        keep = len(ERROR_MARKER)
-        self._tail = (self._tail + chunk[-keep:])[-keep:]
-
-    @property
-    def found(self) -> bool:
-        """True when the bytes so far end in :data:`ERROR_MARKER`."""
-        return self._tail == ERROR_MARKER
 
 
 @attrs.define
@@ -143,7 +116,7 @@ class FakeStorage(Domain):
 
     ROUTES = ROUTES
 
-    def __init__(self, server: FakeHealthServer) -> None:
+    def __init__(self, server: Server) -> None:
         super().__init__(server)
         #: Every form post the storage host received (see :class:`StorageRequest`).
         self.received: list[StorageRequest] = []
@@ -205,13 +178,13 @@ class FakeStorage(Domain):
     def add_routes(self, app: web.Application) -> None:
         """The API side: presigned batch, document PATCH/DELETE, cases."""
         route = self.server._route
-        app.router.add_post(C.PATH_DOCUMENTS, route("presigned_batch", self._batch))
-        app.router.add_patch(C.PATH_DOCUMENT, route("document_update", self._patch_document))
-        app.router.add_delete(C.PATH_DOCUMENT, route("document_delete", self._delete_document))
-        app.router.add_get(PATH_CASES, route("cases_list", self._list_cases))
-        app.router.add_post(PATH_CASES, route("case_create", self._create_case))
-        app.router.add_patch(PATH_CASE, route("case_update", self._update_case))
-        app.router.add_delete(PATH_CASE, route("case_delete", self._delete_case))
+        app.router.add_post(R.DOCUMENTS, route("presigned_batch", self._batch))
+        app.router.add_patch(R.DOCUMENT, route("document_update", self._patch_document))
+        app.router.add_delete(R.DOCUMENT, route("document_delete", self._delete_document))
+        app.router.add_get(R.CASES, route("cases_list", self._list_cases))
+        app.router.add_post(R.CASES, route("case_create", self._create_case))
+        app.router.add_patch(R.CASE, route("case_update", self._update_case))
+        app.router.add_delete(R.CASE, route("case_delete", self._delete_case))
 
     async def start(self) -> None:
         """Start the storage host on its own port."""
@@ -240,7 +213,7 @@ class FakeStorage(Domain):
         return self._clock
 
     async def _batch(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
         body = await self.server._read_json(request, rec)
@@ -284,8 +257,6 @@ class FakeStorage(Domain):
         server._counts["storage_form"] += 1
         got = StorageRequest(path=request.path, headers=dict(request.headers))
         self.received.append(got)
-        from ._server import RecordedRequest
-
         rec = RecordedRequest(
             route="storage_form", method=request.method, path=request.path, query=[], headers=got.headers
         )
@@ -410,7 +381,7 @@ class FakeStorage(Domain):
     # ------------------------------------------------------------------------------ document PATCH / DELETE
 
     async def _patch_document(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
         document_id = request.match_info["id"]
@@ -444,7 +415,7 @@ class FakeStorage(Domain):
         return web.Response(status=200)  # the live service's answer: 200, empty body
 
     async def _delete_document(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         document_id = request.match_info["id"]
         data = self.server.data
         users = [user] if user else list(data.documents)
@@ -459,7 +430,7 @@ class FakeStorage(Domain):
     # ------------------------------------------------------------------------------ cases
 
     async def _list_cases(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"error": "X-Pt-Id header is required", "code": "BAD_REQUEST"}, status=400)
         try:
@@ -477,7 +448,7 @@ class FakeStorage(Domain):
         return self.server._json(request, payload)
 
     async def _create_case(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"error": "X-Pt-Id header is required", "code": "BAD_REQUEST"}, status=400)
         body = await self.server._read_json(request, rec)
@@ -498,7 +469,7 @@ class FakeStorage(Domain):
         return self.server._json(request, {"id": body["id"]})
 
     def _live_case(self, request: web.Request) -> tuple[str | None, dict[str, Any] | None]:
-        user = request.headers.get(C.H_PT_ID)
+        user = request.headers.get(R.PT_ID)
         case = self.cases.get(user or "", {}).get(request.match_info["id"])
         return user, (case if case is not None and case["status"] == "A" else None)
 

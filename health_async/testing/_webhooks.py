@@ -10,26 +10,59 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import time
+from typing import TypeAlias
 
 import aiohttp
 from yarl import URL
 
 from .. import _json
-from .._config import _is_loopback
 from ..errors import InvalidRequest
-from ..webhooks import SIGNATURE_HEADER, WebhookSecret, compute_signature
+from . import _routes as R
 
 __all__ = ["send_webhook", "sign"]
 
+#: A signing secret, as text (encoded UTF-8) or bytes.
+WebhookSecret: TypeAlias = str | bytes
 
-def sign(body: bytes, secret: WebhookSecret, *, timestamp: int | None = None) -> str:
+
+def sign(body: bytes | str, secret: WebhookSecret, *, timestamp: int | None = None) -> str:
     """The ``Eka-Webhook-Signature`` header value for ``body``: ``t=<timestamp>,v1=<hex>``, as the service signs.
 
-    ``timestamp`` defaults to now (unix seconds); pass an old or future one to test the tolerance.
+    Written from the vendor's webhook-signature.mdx: ``v1`` is the hex HMAC-SHA256, keyed with the secret, of
+    ``"<timestamp>.<raw body>"``. ``timestamp`` defaults to now (unix seconds); pass an old or future one to test
+    the tolerance. :class:`~health_async.errors.InvalidRequest` for an empty or mistyped secret or body.
     """
+    if isinstance(secret, str):
+        key = secret.encode("utf-8")
+    elif isinstance(secret, bytes | bytearray):
+        key = bytes(secret)
+    else:
+        raise InvalidRequest("webhook secret must be a str or bytes")
+    if not key:
+        raise InvalidRequest("webhook secret must not be empty")
+    raw: object = body
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8")
+    elif isinstance(raw, bytearray | memoryview):
+        raw = bytes(raw)
+    if not isinstance(raw, bytes):
+        raise InvalidRequest("webhook body must be the raw bytes (or str) to send")
     t = int(time.time()) if timestamp is None else int(timestamp)
-    return f"t={t},v1={compute_signature(body, secret, t)}"
+    signature = hmac.new(key, f"{t}.".encode("ascii") + raw, hashlib.sha256).hexdigest()
+    return f"t={t},v1={signature}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def send_webhook(
@@ -53,7 +86,7 @@ async def send_webhook(
     if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
         raise InvalidRequest("send_webhook only posts to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
     body = _json.dumps(event)
-    headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(body, secret, timestamp=timestamp)}
+    headers = {"Content-Type": "application/json", R.WEBHOOK_SIGNATURE: sign(body, secret, timestamp=timestamp)}
     if session is not None:
         async with session.post(parsed, data=body, headers=headers) as response:
             await response.read()

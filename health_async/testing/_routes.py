@@ -1,0 +1,116 @@
+"""The fake server's own description of the service: every path and header name it serves.
+
+Written from the vendor's files in the project's ``spec/`` folder (``service-interface.md``,
+``service-facts.md`` and the vendor's OpenAPI files ``vendor/records.yaml``, ``vendor/registration.yml``,
+``vendor/patient_directory.yml``, ``vendor/authorization.yml``, plus ``vendor/guide.mdx`` and
+``vendor/webhook-signature.mdx``), each name with the file it comes from. It imports nothing of the client on
+purpose: the fake is the other side, not a mirror, so a wrong path or header name in the client (or here) shows up
+as a failing test instead of being copied into both.
+
+Path templates use aiohttp's ``{name}`` placeholders, named as the vendor names them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# ---------------------------------------------------------------------------------------------- headers
+
+#: service-interface.md section 5 ("Authorization: Bearer <ACCESS_TOKEN>"); authorization.yml (refresh-token).
+AUTHORIZATION: Final = "Authorization"
+#: patient_directory.yml (every operation, required); authorization.yml spells it ``Client-Id`` on refresh-token
+#: (header names are case-insensitive).
+CLIENT_ID: Final = "client-id"
+#: records.yaml (describe, list, presigned batch, PATCH/DELETE, result, cases); registration.yml (optional).
+PT_ID: Final = "X-Pt-Id"
+#: registration.yml (optional on every ``/abdm/na/v1/...`` operation); the fake accepts it and does not read it.
+PARTNER_PT_ID: Final = "X-Partner-Pt-Id"
+#: registration.yml (optional on every ``/abdm/na/v1/...`` operation); the fake accepts it and does not read it.
+HIP_ID: Final = "X-Hip-Id"
+#: guide.mdx and service-interface.md section 5 ("X-Encryption: JWE").
+ENCRYPTION: Final = "X-Encryption"
+#: The value of :data:`ENCRYPTION` on an encrypted request (guide.mdx).
+ENCRYPTION_JWE: Final = "JWE"
+#: records.yaml, getDocuments: ``accept`` required, enum ``application/json``.
+ACCEPT: Final = "Accept"
+#: Not in the vendor's files: standard HTTP (RFC 9110 section 10.2.3), sent with the fake's injected faults.
+RETRY_AFTER: Final = "Retry-After"
+#: webhook-signature.mdx: ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>``.
+WEBHOOK_SIGNATURE: Final = "Eka-Webhook-Signature"
+
+# ---------------------------------------------------------------------------------------------- tokens
+
+#: authorization.yml: ``POST /connect-auth/v1/account/login``.
+LOGIN: Final = "/connect-auth/v1/account/login"
+#: authorization.yml: ``POST /connect-auth/v1/account/refresh-token`` (``/refresh`` is the deprecated one).
+REFRESH: Final = "/connect-auth/v1/account/refresh-token"
+
+# ---------------------------------------------------------------------------------------------- records
+
+#: records.yaml: ``GET`` (getDocuments, the list) and ``POST`` (getAuthorization, the presigned batch).
+DOCUMENTS: Final = "/mr/api/v1/docs"
+#: records.yaml: ``GET`` (getDocument), ``PATCH`` and ``DELETE`` of ``/mr/api/v1/docs/{id}``.
+DOCUMENT: Final = "/mr/api/v1/docs/{id}"
+#: records.yaml: ``POST /mr/api/v2/docs`` (uploadDocument).
+UPLOAD: Final = "/mr/api/v2/docs"
+#: records.yaml: ``GET /mr/api/v1/docs/{document_id}/result`` (getResult).
+RESULT: Final = "/mr/api/v1/docs/{document_id}/result"
+#: records.yaml: ``GET`` and ``POST /mr/api/v1/cases``.
+CASES: Final = "/mr/api/v1/cases"
+#: records.yaml: ``PATCH`` and ``DELETE /mr/api/v1/cases/{id}``.
+CASE: Final = "/mr/api/v1/cases/{id}"
+
+# ---------------------------------------------------------------------------------------------- profiles
+
+#: patient_directory.yml: ``GET`` and ``PATCH /profiles/v1/emr-user/{oid}``.
+EMR_USER: Final = "/profiles/v1/emr-user/{oid}"
+#: patient_directory.yml: ``POST /profiles/v1/patient/`` (create; trailing slash as written).
+PATIENT_CREATE: Final = "/profiles/v1/patient/"
+#: patient_directory.yml: ``GET /profiles/v1/patient/minified/``.
+PATIENT_LIST: Final = "/profiles/v1/patient/minified/"
+#: patient_directory.yml: ``GET /profiles/v1/patient/search``.
+PATIENT_SEARCH: Final = "/profiles/v1/patient/search"
+#: patient_directory.yml: ``GET /profiles/v1/patient/by-mobile/``.
+PATIENT_BY_MOBILE: Final = "/profiles/v1/patient/by-mobile/"
+#: patient_directory.yml: ``GET /profiles/v1/patient/{username}/username/?flatten=true`` (``flatten=true`` is a
+#: query parameter written into the path key).
+PATIENT_BY_USERNAME: Final = "/profiles/v1/patient/{username}/username/"
+#: patient_directory.yml: ``GET``, ``PATCH`` and ``DELETE /profiles/v1/patient/{oid}``.
+PATIENT: Final = "/profiles/v1/patient/{oid}"
+
+# ---------------------------------------------------------------------------------------------- ABHA
+
+_REGISTRATION: Final = "/abdm/na/v1/registration"
+_LOGIN: Final = "/abdm/na/v1/profile/login"
+
+#: registration.yml: ``POST /abdm/na/v1/registration/aadhaar/init`` (also service-interface.md section 4.3).
+AADHAAR_INIT: Final = f"{_REGISTRATION}/aadhaar/init"
+
+#: registration.yml: the ABHA milestone-1 operations besides ``aadhaar_init``, as ``name -> (method, path)``.
+#: The names are the fake's route names (for ``server.inject`` and ``server.calls``); the order of the calls is
+#: in abha-onboarding.mdx and abha-m1-flows.mdx.
+ABHA: Final[dict[str, tuple[str, str]]] = {
+    "aadhaar_resend": ("POST", f"{_REGISTRATION}/aadhaar/resend"),
+    "aadhaar_verify": ("POST", f"{_REGISTRATION}/aadhaar/verify"),
+    "aadhaar_mobile_verify": ("POST", f"{_REGISTRATION}/aadhaar/mobile/verify"),
+    "aadhaar_mobile_resend": ("POST", f"{_REGISTRATION}/aadhaar/mobile/resend"),
+    "aadhaar_create": ("POST", f"{_REGISTRATION}/aadhaar/create-phr"),
+    "auto_login": ("POST", f"{_REGISTRATION}/aadhaar/auto-login"),
+    "mobile_init": ("POST", f"{_REGISTRATION}/mobile/init"),
+    "mobile_resend": ("POST", f"{_REGISTRATION}/mobile/resend"),
+    "mobile_verify": ("POST", f"{_REGISTRATION}/mobile/verify"),
+    "mobile_create": ("POST", f"{_REGISTRATION}/mobile/create-phr"),
+    "address_exists": ("POST", f"{_REGISTRATION}/phr/check"),
+    "suggest_addresses": ("GET", f"{_REGISTRATION}/suggest"),
+    "login_methods": ("POST", f"{_LOGIN}/methods"),
+    "login_init": ("POST", f"{_LOGIN}/init"),
+    "login_verify": ("POST", f"{_LOGIN}/verify"),
+    "login_phr": ("POST", f"{_LOGIN}/phr"),
+}
+
+#: Not stated in the vendor's files (registration.yml: ``otp`` is a string): the fake's judgement call, the
+#: six digits ABDM sends; the fake answers a malformed OTP with ``ABDM-1006``.
+OTP_LENGTH: Final = 6
+#: ABHA address suffixes: ``@abdm`` in registration.yml's examples and abha-onboarding.mdx, ``@sbx`` (sandbox)
+#: in the examples of abdm-connect/webhooks/*.mdx.
+ABHA_ADDRESS_SUFFIXES: Final = frozenset({"abdm", "sbx"})
