@@ -13,6 +13,7 @@ the deadline and logging all stay in tenacity.
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -406,7 +407,9 @@ class Session:
             if req.encrypt:
                 payload = await self._encrypt(payload)
                 headers[C.H_ENCRYPTION] = "JWE"
-            data = payload
+            # a large body as a file-like object: aiohttp warns (ResourceWarning) for bytes over 1 MiB, which is an
+            # error in an application run with -W error
+            data = payload if len(payload) <= _LARGE_BODY else io.BytesIO(payload)
             headers["Content-Type"] = "application/json"
         elif req.body is not None:
             stream = req.body() if callable(req.body) else req.body
@@ -611,6 +614,9 @@ class _Request:
         #: Charged to the rate and not yet reported sent (see :meth:`Session._stamp`).
         self.rated = False
 
+
+#: Bytes above which a JSON body is handed to aiohttp as a file-like object (aiohttp's own warning threshold).
+_LARGE_BODY: Final = 1 << 20
 
 #: Methods whose success may come with an empty body (the service answers PATCH and DELETE with 200 and nothing).
 _EMPTY_OK = frozenset({"DELETE", "PATCH"})

@@ -372,3 +372,29 @@ def test_seeded_aadhaar_numbers_pass_the_clients_check() -> None:
     data = FakeHealthServer(documents_per_user=1).data
     numbers = [*data.valid_aadhaar, *data.failing_aadhaar]
     assert len(numbers) == 8 and all(len(n) == 12 and n[0] not in "01" and verhoeff_check(n) for n in numbers)
+
+
+async def test_send_webhook_sends_a_large_body_cleanly() -> None:
+    """A 20 MB event under -W error: aiohttp's large-bytes ResourceWarning must not fire."""
+    from aiohttp import web
+
+    from health_async.testing import send_webhook
+
+    sizes: list[int] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        sizes.append(len(await request.read()))
+        return web.Response(status=204)
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/hook", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        status = await send_webhook(f"http://127.0.0.1:{port}/hook", {"event": "x", "data": "a" * 20_000_000}, "s")
+    finally:
+        await runner.cleanup()
+    assert status == 204 and sizes and sizes[0] > 20_000_000

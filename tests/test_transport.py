@@ -217,3 +217,19 @@ async def test_unreadable_and_non_file_upload_paths_are_refused(
         with pytest.raises(PermissionError, match="not readable"):
             await c.documents.upload(locked)
     assert seen == []
+
+
+async def test_a_large_json_body_is_sent_without_a_warning(serve: Serve) -> None:
+    """aiohttp warns (ResourceWarning) for a bytes body over 1 MiB: under -W error that would fail the call."""
+    got: list[int] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        got.append(len(await request.read()))
+        return web.json_response({"ok": True})
+
+    url = await serve({("POST", "/big"): handler})
+    async with ha.HealthClient(base_url=url, token="t", user_id="u") as client:
+        answer = await client._session.request(
+            "POST", "/big", operation="big", json={"bundle": "x" * 3_000_000}, idempotent=True
+        )
+    assert answer == {"ok": True} and got and got[0] > 3_000_000

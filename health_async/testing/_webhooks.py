@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import ipaddress
 import time
 from typing import TypeAlias
@@ -87,13 +88,14 @@ async def send_webhook(
         raise InvalidRequest("send_webhook only posts to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
     body = _json.dumps(event)
     headers = {"Content-Type": "application/json", R.WEBHOOK_SIGNATURE: sign(body, secret, timestamp=timestamp)}
+    # A file-like body, not bytes: aiohttp warns (ResourceWarning) for bytes over 1 MiB, an error under -W error
     if session is not None:
-        async with session.post(parsed, data=body, headers=headers) as response:
+        async with session.post(parsed, data=io.BytesIO(body), headers=headers) as response:
             await response.read()
             return response.status
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as own,
-        own.post(parsed, data=body, headers=headers) as response,
+        own.post(parsed, data=io.BytesIO(body), headers=headers) as response,
     ):
         await response.read()
         return response.status
