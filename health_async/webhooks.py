@@ -9,7 +9,8 @@ Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex
 
 :func:`aiohttp_handler` wraps it in a ready-made ``aiohttp.web`` handler. Anything that does not verify raises
 :class:`~health_async.errors.WebhookSignatureError` (answer it with 400); its message names what failed, never
-the secret or the body.
+the secret or the body. The handler also refuses a replay of a webhook it has already accepted, through a
+:class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
 
 Judgement calls:
 
@@ -20,9 +21,11 @@ Judgement calls:
   later scheme must not break this version. The header is refused when it has no ``t=``, more than one ``t=``,
   no ``v1=``, a ``v1=`` that is not 64 hex digits, an item without ``=`` or more than 16 ``v1=`` values.
 * The timestamp must be within ``tolerance`` seconds of now, both ways (the vendor's guide uses 180 s).
-  Replays inside that window still verify: de-duplicate on (:attr:`WebhookEvent.event`,
-  :attr:`WebhookEvent.transaction_id`, :attr:`WebhookEvent.status`) if a repeat would hurt, as the service may
-  also deliver an event more than once.
+  :func:`verify` stays stateless, so a replay inside that window still verifies there; :func:`aiohttp_handler`
+  refuses it with its :class:`SeenStore` (see there for the replay key and the answer). A replay is the same
+  signed request again; the service may also deliver one event more than once, re-signed: de-duplicate on
+  (:attr:`WebhookEvent.event`, :attr:`WebhookEvent.transaction_id`, :attr:`WebhookEvent.status`) if that
+  would hurt.
 * Once the signature has proved the body genuine, only the event name is required; every other field is read
   when it has the documented type and is ``None`` otherwise (the whole body stays on :attr:`WebhookEvent.raw`),
   so a change in the service's payload never loses an event.
@@ -36,11 +39,12 @@ import asyncio
 import datetime as dt
 import enum
 import hashlib
+import heapq
 import hmac
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 from aiohttp import web
@@ -51,10 +55,13 @@ from .errors import InvalidRequest, WebhookSignatureError
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_SEEN",
     "DEFAULT_TOLERANCE",
     "SIGNATURE_HEADER",
     "EventKind",
+    "InMemorySeenStore",
     "ParsingStatus",
+    "SeenStore",
     "WebhookEvent",
     "WebhookSecret",
     "aiohttp_handler",
@@ -69,6 +76,8 @@ SIGNATURE_HEADER: Final = "Eka-Webhook-Signature"
 DEFAULT_TOLERANCE: Final = 180
 #: Largest body :func:`aiohttp_handler` reads by default (1 MiB); a larger one is answered 413.
 DEFAULT_MAX_BODY_SIZE: Final = 1024 * 1024
+#: Most entries an :class:`InMemorySeenStore` holds by default (a few tens of MB at most).
+DEFAULT_MAX_SEEN: Final = 100_000
 
 #: A signing secret, as text (encoded UTF-8) or bytes.
 WebhookSecret: TypeAlias = str | bytes
@@ -209,7 +218,17 @@ def verify(
     """
     keys = _secrets(secret)
     _check_tolerance(tolerance)
-    body = _body_bytes(raw_body)
+    return _verify(_body_bytes(raw_body), signature_header, keys, tolerance, now)[0]
+
+
+def _verify(
+    body: bytes, signature_header: str | None, keys: tuple[bytes, ...], tolerance: float, now: float | None
+) -> tuple[WebhookEvent, str, int]:
+    """:func:`verify` on checked arguments: ``(event, replay key, signed unix time)``.
+
+    The replay key is the ``v1`` signature of this ``t`` and body under the FIRST secret, computed here rather
+    than taken from the header, so dropping, reordering or adding ``v1=`` values cannot make a replay look new.
+    """
     t_text, signatures = _parse_header(signature_header)
 
     signed = t_text.encode("ascii")
@@ -234,7 +253,7 @@ def verify(
         raise WebhookSignatureError("webhook refused: the body is not valid JSON") from None
     if type(payload) is not dict:
         raise WebhookSignatureError("webhook refused: the body is not a JSON object")
-    return _event(payload, signed_at=_datetime(int(t_text)))
+    return _event(payload, signed_at=_datetime(int(t_text))), expected[0], int(t_text)
 
 
 def parse_event(payload: Mapping[str, Any]) -> WebhookEvent:
@@ -402,6 +421,95 @@ def _datetime(epoch: int) -> dt.datetime | None:
         return None
 
 
+# ----------------------------------------------------------------------------------------------- replays
+
+
+@runtime_checkable
+class SeenStore(Protocol):
+    """Where :func:`aiohttp_handler` remembers the webhooks it has accepted, to refuse a replay.
+
+    The methods are ``async`` on purpose: a store shared by several processes (Redis ``SET key 1 NX PXAT``, a
+    database row with a unique key) does I/O and must not block the event loop. An in-memory store just never
+    awaits, which also makes its check-and-insert atomic under asyncio.
+
+    The handler calls :meth:`add` only for a webhook whose signature and timestamp have verified (unsigned junk
+    never reaches the store), and :meth:`discard` when the callback then failed or was cancelled, so that the
+    service's next delivery of that webhook is processed. Keys are 64 lowercase hex digits (an HMAC under your
+    secret, so they disclose nothing); namespace them yourself in a shared store.
+    """
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        """Record ``key`` until the unix time ``expires_at``, atomically: True when it was not there (the first
+        delivery), False when it already was (a replay)."""
+        ...
+
+    async def discard(self, key: str) -> None:
+        """Forget ``key`` (nothing happens when it is not there)."""
+        ...
+
+
+class InMemorySeenStore:
+    """The default :class:`SeenStore`: a dict of key -> expiry plus a heap of expiries, in this process only.
+
+    Bounded in time and size. An entry expires at the ``expires_at`` it was added with (the handler passes the
+    signed time plus the tolerance: after that the timestamp check refuses the webhook anyway); expired entries
+    are evicted from the heap's top on every :meth:`add`, O(log n) each. Under a flood it never holds more than
+    ``max_entries``: the entry closest to expiry is evicted first. That can only weaken replay protection for
+    someone who gets more than ``max_entries`` genuine signed webhooks within the tolerance window, whereas
+    refusing new webhooks when full would drop the service's real events.
+
+    Args:
+        max_entries: most keys held (default :data:`DEFAULT_MAX_SEEN`).
+        clock: the current unix time, for tests; default :func:`time.time`.
+    """
+
+    def __init__(self, *, max_entries: int = DEFAULT_MAX_SEEN, clock: Callable[[], float] = time.time) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise InvalidRequest("max_entries must be a positive number of entries")
+        if not callable(clock):
+            raise InvalidRequest("clock must be a function returning the unix time")
+        self._max = max_entries
+        self._clock = clock
+        self._expiry: dict[str, float] = {}
+        # (expires_at, key); entries whose key was discarded or re-added are stale and skipped when popped
+        self._heap: list[tuple[float, str]] = []
+
+    def __len__(self) -> int:
+        """Keys held, expired ones not yet evicted included."""
+        return len(self._expiry)
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        """True and remember ``key`` until ``expires_at`` when it is new (or had expired), else False."""
+        self._evict(self._clock())
+        if key in self._expiry:
+            return False
+        while len(self._expiry) >= self._max:
+            self._pop()
+        self._expiry[key] = expires_at
+        heapq.heappush(self._heap, (expires_at, key))
+        if len(self._heap) > 2 * self._max:  # too many stale entries (discards): rebuild from the live ones
+            self._heap = [(e, k) for k, e in self._expiry.items()]
+            heapq.heapify(self._heap)
+        return True
+
+    async def discard(self, key: str) -> None:
+        """Forget ``key``; its heap entry goes stale."""
+        self._expiry.pop(key, None)
+
+    def _evict(self, now: float) -> None:
+        # an entry is live up to and including expires_at, as verify accepts an age equal to the tolerance
+        while self._heap and self._heap[0][0] < now:
+            self._pop()
+
+    def _pop(self) -> None:
+        """Drop the entry closest to expiry (skipping stale heap entries)."""
+        while self._heap:
+            expires_at, key = heapq.heappop(self._heap)
+            if self._expiry.get(key) == expires_at:
+                del self._expiry[key]
+                return
+
+
 # ----------------------------------------------------------------------------------------------- aiohttp
 
 
@@ -414,6 +522,7 @@ def aiohttp_handler(
     *,
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    seen_store: SeenStore | None = None,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     """An ``aiohttp.web`` handler that verifies each webhook and passes it to ``await callback(event)``.
 
@@ -426,11 +535,26 @@ def aiohttp_handler(
     * 400 for a webhook that does not verify (:func:`verify`); the reason is logged at WARNING, the answer
       itself says only that the webhook was refused.
     * 405 for a method other than POST.
+    * 200 without calling the callback for a replay: a webhook that verifies but was already accepted (logged at
+      WARNING). Judgement call: a replay is byte for byte a request this handler took (its callback ran or is
+      running), so a 4xx would only tell a sender that retried after losing our answer that a processed event
+      failed, and make it retry again; an attacker replaying it gains nothing from the 200, as nothing runs.
     * 500 when the callback raises, so that the service delivers again; logged at ERROR with the event name and
-      the exception's type only (its message, like the event, may hold personal data).
+      the exception's type only (its message, like the event, may hold personal data). Also 500 when the seen
+      store raises (a Redis outage is a server error; the webhook is not processed unchecked).
     * 200 once the callback has returned.
 
-    ``secret``, ``tolerance`` and ``max_body_size`` are checked here, when the handler is built
+    Replays: ``seen_store`` (a :class:`SeenStore`; default a new :class:`InMemorySeenStore` for this handler)
+    is asked only once the signature and timestamp have verified, and keeps each key until the signed time plus
+    ``tolerance``, after which the timestamp check refuses the webhook anyway. The key is the webhook's
+    signature (HMAC of ``t`` and the body under the first secret), not an id from the body: the documented
+    events carry no id of their own, and ``transaction_id`` is shared by the several events about one document
+    (``parsing_initiated`` then ``parsing_complete``; ``rec.srp``, ``rec.pii`` and ``rec.classification``), so
+    keying on it would drop real events. A different event, or the same one re-signed at another second, is
+    new. Share one store between processes (e.g. Redis) to refuse replays across them, and keep the same first
+    secret in all of them. The key is forgotten when the callback fails or is cancelled, so a redelivery runs.
+
+    ``secret``, ``tolerance``, ``max_body_size`` and ``seen_store`` are checked here, when the handler is built
     (:class:`~health_async.errors.InvalidRequest`). Cancellation (the client went away, the server shuts down)
     propagates. The callback should be quick (the service waits for the answer): hand long work to a queue.
     """
@@ -440,6 +564,9 @@ def aiohttp_handler(
         raise InvalidRequest("max_body_size must be a positive number of bytes")
     if not callable(callback):
         raise InvalidRequest("callback must be an async function taking the WebhookEvent")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
+    if not isinstance(store, SeenStore):
+        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
 
     async def handle(request: web.Request) -> web.Response:
         if request.method != "POST":
@@ -453,17 +580,32 @@ def aiohttp_handler(
             logger.warning("webhook refused: body is over the %d byte limit", max_body_size)
             return _too_large()
         try:
-            event = verify(body, request.headers.get(SIGNATURE_HEADER), keys, tolerance=tolerance)
+            event, key, signed = _verify(body, request.headers.get(SIGNATURE_HEADER), keys, tolerance, None)
         except WebhookSignatureError as exc:
             logger.warning("%s", exc)
             return web.Response(status=400, text="webhook refused")
         try:
+            first = await store.add(key, signed + tolerance)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+            return web.Response(status=500, text="webhook replay check failed")
+        if not first:
+            logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
+            return web.Response(status=200, text="duplicate webhook ignored")
+        done = False
+        try:
             await callback(event)
+            done = True
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
             return web.Response(status=500, text="webhook callback failed")
+        finally:
+            if not done:
+                await _forget(store, key)
         return web.Response(status=200, text="ok")
 
     return handle
@@ -481,6 +623,14 @@ async def _read_capped(request: web.Request, limit: int) -> bytes | None:
         if size > limit:
             return None
         chunks.append(chunk)
+
+
+async def _forget(store: SeenStore, key: str) -> None:
+    """Discard ``key`` after a failed callback; a store error is logged (type only), not raised over the 500."""
+    try:
+        await store.discard(key)
+    except Exception as exc:
+        logger.error("webhook seen store could not forget a failed webhook: %s", type(exc).__name__)
 
 
 def _too_large() -> web.Response:

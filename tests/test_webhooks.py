@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import hmac
 import logging
+import time
 from typing import Any
 
 import aiohttp
@@ -533,3 +534,175 @@ async def test_send_webhook_refuses_a_non_loopback_url() -> None:
     for url in ("https://example.com/hook", "http://10.0.0.1/hook", "ftp://127.0.0.1/hook", "not a url"):
         with pytest.raises(InvalidRequest, match="loopback"):
             await send_webhook(url, {"event": "rec.srp"}, SECRET)
+
+
+# ----------------------------------------------------------------------------------------------- replays
+
+
+class RecordingStore:
+    """A custom SeenStore: a plain dict, recording every call."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.seen: dict[str, float] = {}
+        self.calls: list[tuple[str, str, float | None]] = []
+        self.fail = fail
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        self.calls.append(("add", key, expires_at))
+        if self.fail:
+            raise ConnectionError("redis down")
+        if key in self.seen:
+            return False
+        self.seen[key] = expires_at
+        return True
+
+    async def discard(self, key: str) -> None:
+        self.calls.append(("discard", key, None))
+        self.seen.pop(key, None)
+
+
+async def post(session: aiohttp.ClientSession, url: str, body: bytes, header: str) -> tuple[int, str]:
+    async with session.post(url, data=body, headers={webhooks.SIGNATURE_HEADER: header}) as response:
+        return response.status, await response.text()
+
+
+async def test_handler_ignores_a_replay_of_an_accepted_webhook(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    receiver = Receiver()
+    url = await start(serve, receiver)
+    header = sign(PII, SECRET)
+    async with aiohttp.ClientSession() as session:
+        assert await post(session, url, PII, header) == (200, "ok")
+        with caplog.at_level(logging.WARNING, logger="health_async"):
+            assert await post(session, url, PII, header) == (200, "duplicate webhook ignored")
+            # extra, reordered or dropped v1= values do not make the replay new
+            assert await post(session, url, PII, f"v1={'0' * 64},{header}") == (200, "duplicate webhook ignored")
+    assert len(receiver.events) == 1
+    assert "replay of rec.pii ignored" in caplog.text and "THREE DUMMY" not in caplog.text
+
+
+async def test_handler_ignores_concurrent_deliveries_of_one_webhook(serve: Serve) -> None:
+    calls: list[WebhookEvent] = []
+
+    async def slow(event: WebhookEvent) -> None:
+        calls.append(event)
+        await asyncio.sleep(0.05)
+
+    handler = webhooks.aiohttp_handler(SECRET, slow)
+    url = f"{await serve({('POST', '/hook'): handler})}/hook"
+    header = sign(PII, SECRET)
+    async with aiohttp.ClientSession() as session:
+        answers = await asyncio.gather(*(post(session, url, PII, header) for _ in range(3)))
+    assert sorted(answers) == [(200, "duplicate webhook ignored")] * 2 + [(200, "ok")]
+    assert len(calls) == 1
+
+
+async def test_handler_accepts_a_different_event_with_the_same_timestamp(serve: Serve) -> None:
+    receiver = Receiver()
+    url = await start(serve, receiver)
+    t = int(time.time())
+    # same second and same transaction_id: only the body differs
+    async with aiohttp.ClientSession() as session:
+        assert await post(session, url, SMART_REPORT, sign(SMART_REPORT, SECRET, timestamp=t)) == (200, "ok")
+        assert await post(session, url, CLASSIFICATION, sign(CLASSIFICATION, SECRET, timestamp=t)) == (200, "ok")
+        # the same event re-signed at another second is a new delivery too
+        assert await post(session, url, SMART_REPORT, sign(SMART_REPORT, SECRET, timestamp=t - 1)) == (200, "ok")
+        replay = await post(session, url, CLASSIFICATION, sign(CLASSIFICATION, SECRET, timestamp=t))
+    assert replay == (200, "duplicate webhook ignored")
+    kinds = [e.kind for e in receiver.events]
+    assert kinds == [EventKind.SMART_REPORT, EventKind.CLASSIFICATION, EventKind.SMART_REPORT]
+
+
+async def test_handler_forgets_a_webhook_whose_callback_failed(serve: Serve) -> None:
+    attempts: list[WebhookEvent] = []
+
+    async def flaky(event: WebhookEvent) -> None:
+        attempts.append(event)
+        if len(attempts) == 1:
+            raise RuntimeError("database down")
+
+    handler = webhooks.aiohttp_handler(SECRET, flaky)
+    url = f"{await serve({('POST', '/hook'): handler})}/hook"
+    header = sign(PII, SECRET)
+    async with aiohttp.ClientSession() as session:
+        assert (await post(session, url, PII, header))[0] == 500
+        assert await post(session, url, PII, header) == (200, "ok")  # the redelivery runs
+        assert await post(session, url, PII, header) == (200, "duplicate webhook ignored")
+    assert len(attempts) == 2
+
+
+async def test_forged_or_stale_webhooks_never_enter_the_store(serve: Serve) -> None:
+    receiver, store = Receiver(), RecordingStore()
+    url = await start(serve, receiver, seen_store=store)
+    async with aiohttp.ClientSession() as session:
+        assert (await post(session, url, PII, sign(PII, "not-the-secret")))[0] == 400
+        assert (await post(session, url, PII, sign(PII, SECRET, timestamp=NOW - 10**6)))[0] == 400
+        assert (await post(session, url, PII, "t=1,v1=zz"))[0] == 400
+        assert (await post(session, url, b"[1]", sign(b"[1]", SECRET)))[0] == 400
+        assert store.calls == []
+        assert (await post(session, url, PII, sign(PII, SECRET)))[0] == 200
+    assert [c[0] for c in store.calls] == ["add"]
+    assert len(receiver.events) == 1
+
+
+async def test_custom_store_plugs_in_and_is_shared_between_handlers(serve: Serve) -> None:
+    store = RecordingStore()
+    first, second = Receiver(), Receiver()
+    h1 = webhooks.aiohttp_handler(SECRET, first, seen_store=store, tolerance=60)
+    h2 = webhooks.aiohttp_handler(SECRET, second, seen_store=store, tolerance=60)
+    base = await serve({("POST", "/a"): h1, ("POST", "/b"): h2})
+    t = int(time.time())
+    header = sign(PII, SECRET, timestamp=t)
+    async with aiohttp.ClientSession() as session:
+        assert await post(session, f"{base}/a", PII, header) == (200, "ok")
+        assert await post(session, f"{base}/b", PII, header) == (200, "duplicate webhook ignored")
+    assert len(first.events) == 1 and second.events == []
+    key = header.split("v1=")[1]  # the signature under the (only) secret, kept until t + tolerance
+    assert store.calls == [("add", key, t + 60), ("add", key, t + 60)]
+
+
+async def test_a_failing_store_is_a_server_error(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    receiver = Receiver()
+    url = await start(serve, receiver, seen_store=RecordingStore(fail=True))
+    with caplog.at_level(logging.ERROR, logger="health_async"):
+        async with aiohttp.ClientSession() as session:
+            assert await post(session, url, PII, sign(PII, SECRET)) == (500, "webhook replay check failed")
+    assert receiver.events == []
+    assert "ConnectionError" in caplog.text
+
+
+async def test_in_memory_store_evicts_expired_entries() -> None:
+    now = [1000.0]
+    store = webhooks.InMemorySeenStore(clock=lambda: now[0])
+    assert await store.add("a", 1100.0)
+    assert await store.add("b", 1050.0)
+    assert not await store.add("a", 1100.0)
+    now[0] = 1100.0  # still live at its expiry (verify accepts an age equal to the tolerance)
+    assert not await store.add("a", 1100.0)
+    assert len(store) == 1  # "b" is gone
+    now[0] = 1100.5
+    assert await store.add("a", 1200.0)  # expired, so new again
+    assert len(store) == 1
+
+
+async def test_in_memory_store_is_capped() -> None:
+    store = webhooks.InMemorySeenStore(max_entries=2, clock=lambda: 0.0)
+    for i in range(1000):
+        assert await store.add(f"k{i}", 100.0 + i)
+        assert len(store) <= 2
+    assert not await store.add("k999", 1099.0)
+    assert await store.add("k0", 100.0)  # the entry closest to expiry went first
+    for _ in range(1000):  # discards leave stale heap entries; the heap is rebuilt before it grows far
+        await store.discard("k0")
+        await store.add("k0", 100.0)
+    assert len(store._heap) <= 4
+
+
+def test_store_and_handler_check_their_settings() -> None:
+    bad: Any
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(InvalidRequest, match="max_entries"):
+            webhooks.InMemorySeenStore(max_entries=bad)
+    with pytest.raises(InvalidRequest, match="seen_store"):
+        webhooks.aiohttp_handler(SECRET, Receiver(), seen_store=object())  # type: ignore[arg-type]
+    assert isinstance(webhooks.InMemorySeenStore(), webhooks.SeenStore)
+    assert isinstance(RecordingStore(), webhooks.SeenStore)
