@@ -305,6 +305,32 @@ def memory(file_mb: int) -> dict[str, Any]:
     }
 
 
+def compact(repeats: int, min_time: float, sizes: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    """``jwe.from_compact`` of a token beside the ``jwe.decrypt`` that follows it, and beside a plain
+    ``str.split`` of the same token (what it cost before): medians of ``repeats``, in this process."""
+    key = jwe.derive_key(os.urandom(32))
+    rows = []
+    for label, size in sizes:
+        token = jwe.to_compact(jwe.encrypt(os.urandom(size), key))
+        envelope = jwe.from_compact(token)
+        runs: dict[str, list[float]] = {"from_compact": [], "decrypt": [], "split": []}
+        for _ in range(repeats):
+            runs["from_compact"].append(timed(partial(jwe.from_compact, token), min_time)[0])
+            runs["decrypt"].append(timed(partial(jwe.decrypt, envelope, key), min_time)[0])
+            runs["split"].append(timed(partial(token.split, "."), min_time)[0])
+        ratios = [f / d for f, d in zip(runs["from_compact"], runs["decrypt"], strict=True)]
+        rows.append(
+            {
+                "size": label,
+                "from_compact_us": statistics.median(runs["from_compact"]) * 1e6,
+                "decrypt_us": statistics.median(runs["decrypt"]) * 1e6,
+                "split_us": statistics.median(runs["split"]) * 1e6,
+                "share": _summary(ratios),
+            }
+        )
+    return rows
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 
@@ -356,6 +382,7 @@ def main() -> None:
         result = run_child(cpus, repeats, min_time, labels, steady_malloc=not args.default_malloc)
         report["configs"][config] = result
         report["targets"] += verdicts(config, result["rows"], args.clock)
+    report["compact"] = compact(repeats, min_time, sizes)
     if args.json:
         print(json.dumps(report, indent=2))
         return
@@ -368,6 +395,14 @@ def main() -> None:
     print(f"malloc: {'glibc defaults' if args.default_malloc else 'fixed thresholds (see STEADY_MALLOC)'}")
     for config, result in report["configs"].items():
         print_table(config, result)
+    print("\ncompact form, this process: from_compact beside the decrypt that follows it (and a plain str.split)")
+    print("     size  from_compact us  decrypt us  share of decrypt (low-high)  str.split us")
+    for row in report["compact"]:
+        share = row["share"]
+        print(
+            f"  {row['size']:>7}  {row['from_compact_us']:15.1f}  {row['decrypt_us']:10.1f}"
+            f"  {share['median']:6.3f} ({share['low']:.3f}-{share['high']:.3f})        {row['split_us']:10.1f}"
+        )
     if len(available) < 2:
         print("\n(two-core figures skipped: this process may run on one CPU only)")
     print("\ntargets:")

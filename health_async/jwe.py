@@ -651,8 +651,32 @@ def to_compact(envelope: Mapping[str, Any]) -> str:
 
 
 def from_compact(token: str) -> dict[str, str]:
-    """The JSON envelope of a compact serialisation (five parts, the encrypted-key part empty)."""
-    parts = token.split(".") if isinstance(token, str) else []
-    if len(parts) != 5 or parts[1] != "" or not all(parts[i] for i in (0, 2, 3, 4)):
-        raise EncryptionError("not a dir JWE compact serialisation (protected..iv.ciphertext.tag)")
-    return {"protected": parts[0], "iv": parts[2], "ciphertext": parts[3], "tag": parts[4]}
+    """The JSON envelope of a compact serialisation (five parts, the encrypted-key part empty).
+
+    The four dots are found with ``str.find`` / ``str.rfind`` (a ``memchr``) from both ends, and the ciphertext
+    is checked for a stray dot the same way: ``str.split`` walks a large token one character at a time (about
+    0.9 ms for a 1 MiB payload here, two thirds of the decrypt that follows), this costs the one copy of the
+    ciphertext that the returned ``dict`` must hold.
+    """
+    if not isinstance(token, str):
+        raise EncryptionError(_NOT_COMPACT)
+    first = token.find(".")
+    second = token.find(".", first + 1) if first > 0 else -1
+    third = token.find(".", second + 1) if second == first + 1 else -1
+    last = token.rfind(".")
+    if (
+        third <= second + 1  # the encrypted-key part must be empty; protected and iv must not be
+        or last <= third + 1  # a ciphertext
+        or last == len(token) - 1  # a tag
+        or token.find(".", third + 1, last) != -1  # nothing more than five parts
+    ):
+        raise EncryptionError(_NOT_COMPACT)
+    return {
+        "protected": token[:first],
+        "iv": token[second + 1 : third],
+        "ciphertext": token[third + 1 : last],
+        "tag": token[last + 1 :],
+    }
+
+
+_NOT_COMPACT: Final = "not a dir JWE compact serialisation (protected..iv.ciphertext.tag)"

@@ -401,9 +401,29 @@ def test_fresh_iv_per_message_and_kid_checked() -> None:
 def test_compact_round_trip_and_malformed_compact() -> None:
     env = jwe.encrypt(b"payload", KEY)
     assert jwe.from_compact(jwe.to_compact(env)) == {k: env[k] for k in ("protected", "iv", "ciphertext", "tag")}
-    for bad in ("a.b.c.d.e", "a..b.c", "a..b.c.d.e", "", "a....", 5):
+    for bad in (
+        "a.b.c.d.e",  # an encrypted key: not dir
+        "a..b.c",  # four parts
+        "a..b.c.d.e",  # six parts (a dot inside the ciphertext)
+        "a..b.c..d",  # six parts, an empty one
+        "",
+        "a....",
+        ".." + "b.c.d",  # no protected header
+        "a...c.d",  # no iv
+        "a..b..d",  # no ciphertext
+        "a..b.c.",  # no tag
+        "a..b.c",
+        "abc",
+        ".",
+        5,
+        None,
+        b"a..b.c.d",
+    ):
         with pytest.raises(ha.EncryptionError):
             jwe.from_compact(bad)  # type: ignore[arg-type]
+    assert jwe.from_compact("p..i.c.t") == {"protected": "p", "iv": "i", "ciphertext": "c", "tag": "t"}
+    big = jwe.encrypt(b"x" * (1 << 20), KEY)  # the parts are found from both ends of a large token
+    assert jwe.from_compact(jwe.to_compact(big)) == {k: big[k] for k in ("protected", "iv", "ciphertext", "tag")}
     with pytest.raises(ha.EncryptionError):
         jwe.to_compact({"iv": "a"})
 
