@@ -10,6 +10,7 @@ Layout (one concern, one place; private ``_modules`` are machinery, public ones 
     health_async/
       __init__.py  errors.py  jwe.py  webhooks.py  cli.py      the public surface
       _client.py  _session.py  _auth.py  _retry.py  _limits.py  the transport: one request chokepoint
+      _routes.py                     every path the client calls, in one place
       _wire.py                       wire declarations -> parsing: every tolerant rule, once per type
       _plain.py                      models -> plain data for output (CLI, ingest)
       _aadhaar.py  _mobile.py  _abha_input.py   input rules, checked before anything is sent

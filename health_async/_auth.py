@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _constants as C
+from . import _routes as R
 from ._config import check_header_value
 from .errors import AuthenticationError, ResponseValidationError
 
@@ -158,7 +159,7 @@ class CredentialsAuth(Auth):
             try:
                 return await self._call(
                     session,
-                    C.PATH_REFRESH,
+                    R.PATH_REFRESH,
                     "token_refresh",
                     {"refresh_token": self._refresh_token},
                     {C.H_AUTHORIZATION: f"Bearer {self._token}", C.H_CLIENT_ID: self._credentials.client_id},
@@ -167,7 +168,7 @@ class CredentialsAuth(Auth):
                 self._refresh_token = None  # fall through to a fresh login
         return await self._call(
             session,
-            C.PATH_LOGIN,
+            R.PATH_LOGIN,
             "token_login",
             {"client_id": self._credentials.client_id, "client_secret": self._credentials.client_secret},
             {},

@@ -29,15 +29,6 @@ ENV_LOG: Final = "HEALTH_ASYNC_LOG"
 ENV_PROXY: Final = "HEALTH_ASYNC_PROXY"
 ENV_TRUST_ENV: Final = "HEALTH_ASYNC_TRUST_ENV"
 
-# paths (templates; path parameters are percent-encoded into exactly one segment)
-PATH_DOCUMENT: Final = "/mr/api/v1/docs/{id}"
-PATH_DOCUMENTS: Final = "/mr/api/v1/docs"
-PATH_UPLOAD: Final = "/mr/api/v2/docs"
-PATH_AADHAAR_INIT: Final = "/abdm/na/v1/registration/aadhaar/init"
-PATH_PROFILE: Final = "/profiles/v1/emr-user/{oid}"
-PATH_LOGIN: Final = "/connect-auth/v1/account/login"
-PATH_REFRESH: Final = "/connect-auth/v1/account/refresh-token"
-
 # defaults
 DEFAULT_TIMEOUT: Final = 30.0
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0

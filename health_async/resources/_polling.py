@@ -28,6 +28,7 @@ import attrs
 
 from .._bulk import BulkStream, ProgressCallback
 from .._logging import logger
+from .._routes import PATH_RESULT
 from ..errors import (
     ClientClosedError,
     DocumentNotFound,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_WAIT_TIMEOUT", "PATH_RESULT", "PollPolicy", "check_timeout", "poll_until_final", "wait_stage"]
 
 #: The result operation's path template (for logs and the fake server).
-PATH_RESULT: Final = "/mr/api/v1/docs/{id}/result"
 
 #: Default deadline of a wait, in seconds (parsing takes 1-4 minutes).
 DEFAULT_WAIT_TIMEOUT: Final = 600.0

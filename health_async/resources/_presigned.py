@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from yarl import URL
 
 from .. import _constants as C
+from .. import _routes as R
 from .._config import NOT_GIVEN, NotGiven, check_header_value, normalize_base_url, path_segment
 from .._files import FileInput, FileSource, multipart_body, read_head, sniff_content_type
 from .._retry import RetryPolicy, retry_reason
@@ -273,7 +274,7 @@ async def _declare(
     try:
         data = await resource._send_once(
             "POST",
-            C.PATH_DOCUMENTS,
+            R.PATH_DOCUMENTS,
             operation="presigned_batch",
             headers=headers,
             json={"batch_request": [entry]},
@@ -434,7 +435,7 @@ async def update(
         await resource._session.request(
             "PATCH",
             f"/mr/api/v1/docs/{segment}",
-            route=C.PATH_DOCUMENT,
+            route=R.PATH_DOCUMENT,
             operation="update",
             headers=headers,
             json=body,
@@ -465,7 +466,7 @@ async def delete(
         await resource._session.request(
             "DELETE",
             f"/mr/api/v1/docs/{segment}",
-            route=C.PATH_DOCUMENT,
+            route=R.PATH_DOCUMENT,
             operation="delete",
             headers=headers,
             idempotent=True,

@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Unpack
+from typing import Any, Unpack
 
 from .. import _constants as C
+from .. import _routes as R
 from .._aadhaar import normalize_aadhaar
 from .._abha_input import (
     ABHA_ADDRESS_SUFFIXES,
@@ -53,6 +54,24 @@ from .._abha_input import (
 from .._config import NOT_GIVEN, NotGiven, optional_header_value
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
+from .._routes import (
+    PATH_AADHAAR_CREATE,
+    PATH_AADHAAR_MOBILE_RESEND,
+    PATH_AADHAAR_MOBILE_VERIFY,
+    PATH_AADHAAR_RESEND,
+    PATH_AADHAAR_VERIFY,
+    PATH_AUTO_LOGIN,
+    PATH_LOGIN_INIT,
+    PATH_LOGIN_METHODS,
+    PATH_LOGIN_PHR,
+    PATH_LOGIN_VERIFY,
+    PATH_MOBILE_CREATE,
+    PATH_MOBILE_INIT,
+    PATH_MOBILE_RESEND,
+    PATH_MOBILE_VERIFY,
+    PATH_PHR_CHECK,
+    PATH_SUGGEST,
+)
 from .._wire import structure
 from ..errors import InvalidRequest
 from ..models import AadhaarInit, AbhaStep, LoginMethod, LoginMethods, NewAbhaProfile, OtpSent, OtpSystem
@@ -70,25 +89,6 @@ __all__ = [
     "normalize_otp",
     "normalize_txn_id",
 ]
-
-_REG: Final = "/abdm/na/v1/registration"
-_LOGIN: Final = "/abdm/na/v1/profile/login"
-PATH_AADHAAR_RESEND: Final = f"{_REG}/aadhaar/resend"
-PATH_AADHAAR_VERIFY: Final = f"{_REG}/aadhaar/verify"
-PATH_AADHAAR_MOBILE_VERIFY: Final = f"{_REG}/aadhaar/mobile/verify"
-PATH_AADHAAR_MOBILE_RESEND: Final = f"{_REG}/aadhaar/mobile/resend"
-PATH_AADHAAR_CREATE: Final = f"{_REG}/aadhaar/create-phr"
-PATH_AUTO_LOGIN: Final = f"{_REG}/aadhaar/auto-login"
-PATH_MOBILE_INIT: Final = f"{_REG}/mobile/init"
-PATH_MOBILE_RESEND: Final = f"{_REG}/mobile/resend"
-PATH_MOBILE_VERIFY: Final = f"{_REG}/mobile/verify"
-PATH_MOBILE_CREATE: Final = f"{_REG}/mobile/create-phr"
-PATH_PHR_CHECK: Final = f"{_REG}/phr/check"
-PATH_SUGGEST: Final = f"{_REG}/suggest"
-PATH_LOGIN_METHODS: Final = f"{_LOGIN}/methods"
-PATH_LOGIN_INIT: Final = f"{_LOGIN}/init"
-PATH_LOGIN_VERIFY: Final = f"{_LOGIN}/verify"
-PATH_LOGIN_PHR: Final = f"{_LOGIN}/phr"
 
 
 def _login_identifier(method: LoginMethod, identifier: str) -> str:
@@ -204,7 +204,7 @@ class Abha(Resource):
         """
         number = normalize_aadhaar(aadhaar_number, validate=validate)
         data = await self._post(
-            C.PATH_AADHAAR_INIT,
+            R.PATH_AADHAAR_INIT,
             "aadhaar_init",
             {"aadhaar_number": number},
             once=True,

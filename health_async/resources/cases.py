@@ -10,6 +10,7 @@ from typing import Any, Final
 from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
 from .._constants import H_PT_ID
 from .._retry import RetryPolicy
+from .._routes import PATH_CASE, PATH_CASES
 from .._wire import structure
 from ..errors import ApiError, InvalidRequest, NotFoundError, ResponseValidationError
 from ..models import Case, CasePage, HiType
@@ -18,8 +19,6 @@ from ._presigned import epoch_seconds
 
 __all__ = ["Cases"]
 
-PATH_CASES: Final = "/mr/api/v1/cases"
-PATH_CASE: Final = "/mr/api/v1/cases/{id}"
 _HI_TYPES: Final = frozenset(t.value for t in HiType)
 
 

@@ -10,10 +10,12 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, S
 import attrs
 
 from .. import _constants as C
+from .. import _routes as R
 from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
+from .._routes import PATH_RESULT
 from .._wire import structure
 from ..errors import FileTooLarge, HealthError, InvalidRequest
 from ..models import (
@@ -28,7 +30,7 @@ from ..models import (
 from ..models._documents import decode_document, structure_document
 from . import _presigned
 from ._base import Resource
-from ._polling import DEFAULT_WAIT_TIMEOUT, PATH_RESULT, PollPolicy, check_timeout, poll_until_final, wait_stage
+from ._polling import DEFAULT_WAIT_TIMEOUT, PollPolicy, check_timeout, poll_until_final, wait_stage
 
 __all__ = ["KNOWN_TASKS", "Documents"]
 
@@ -70,7 +72,7 @@ class Documents(Resource):
         data = await self._session.request(
             "GET",
             f"/mr/api/v1/docs/{segment}",
-            route=C.PATH_DOCUMENT,
+            route=R.PATH_DOCUMENT,
             operation="describe",
             headers=headers,
             idempotent=True,
@@ -258,7 +260,7 @@ class Documents(Resource):
             headers[C.H_PT_ID] = user
         data = await self._session.request(
             "POST",
-            C.PATH_UPLOAD,
+            R.PATH_UPLOAD,
             operation="upload",
             params=params,
             headers=headers,
@@ -284,7 +286,7 @@ class Documents(Resource):
         from a ``next_token`` saved earlier. Sends ``Accept: application/json`` as the service requires.
         """
         async for page in self._token_pages(
-            C.PATH_DOCUMENTS,
+            R.PATH_DOCUMENTS,
             operation="list",
             parse=lambda data: structure(data, DocumentPage),
             user_id=user_id,

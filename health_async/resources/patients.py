@@ -32,6 +32,14 @@ from typing import Any, Final
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
+from .._routes import (
+    PATH_PATIENT,
+    PATH_PATIENT_BY_MOBILE,
+    PATH_PATIENT_BY_USERNAME,
+    PATH_PATIENT_CREATE,
+    PATH_PATIENT_LIST,
+    PATH_PATIENT_SEARCH,
+)
 from .._wire import structure
 from ..errors import InvalidAbhaAddress, InvalidRequest, NotFoundError, PaginationError
 from ..models import BLOOD_GROUPS, GENDERS, BloodGroup, Gender, Patient, PatientCreated, PatientPage
@@ -47,12 +55,6 @@ __all__ = [
     "Patients",
 ]
 
-PATH_CREATE: Final = "/profiles/v1/patient/"
-PATH_PATIENT: Final = "/profiles/v1/patient/{oid}"
-PATH_LIST: Final = "/profiles/v1/patient/minified/"
-PATH_SEARCH: Final = "/profiles/v1/patient/search"
-PATH_BY_MOBILE: Final = "/profiles/v1/patient/by-mobile/"
-PATH_BY_USERNAME: Final = "/profiles/v1/patient/{username}/username/"
 
 #: The service's default and largest ``pageSize`` of the minified list.
 DEFAULT_PAGE_SIZE: Final = 500
@@ -152,7 +154,13 @@ class Patients(Resource):
         if "fn" not in body and "fln" not in body:
             raise InvalidRequest("a patient needs a name: first_name (optionally middle_name, last_name) or full_name")
         data = await self._send_once(
-            "POST", PATH_CREATE, operation="patient_create", route=PATH_CREATE, json=body, retry=retry, timeout=timeout
+            "POST",
+            PATH_PATIENT_CREATE,
+            operation="patient_create",
+            route=PATH_PATIENT_CREATE,
+            json=body,
+            retry=retry,
+            timeout=timeout,
         )
         return structure(data, PatientCreated)
 
@@ -228,8 +236,8 @@ class Patients(Resource):
         while True:
             data = await self._session.request(
                 "GET",
-                PATH_LIST,
-                route=PATH_LIST,
+                PATH_PATIENT_LIST,
+                route=PATH_PATIENT_LIST,
                 operation="patient_list",
                 params=[("pageNo", str(page_no)), *params],
                 idempotent=True,
@@ -314,8 +322,8 @@ class Patients(Resource):
             params.append(("select", select))
         data = await self._session.request(
             "GET",
-            PATH_SEARCH,
-            route=PATH_SEARCH,
+            PATH_PATIENT_SEARCH,
+            route=PATH_PATIENT_SEARCH,
             operation="patient_search",
             params=params,
             idempotent=True,
@@ -347,7 +355,9 @@ class Patients(Resource):
         params = [("mob", e164_mobile(mobile))]
         if full_profile:
             params.append(("full_profile", "true"))
-        data = await self._lookup(PATH_BY_MOBILE, PATH_BY_MOBILE, "patient_by_mobile", params, retry, timeout)
+        data = await self._lookup(
+            PATH_PATIENT_BY_MOBILE, PATH_PATIENT_BY_MOBILE, "patient_by_mobile", params, retry, timeout
+        )
         return structure_patients(data, "by-mobile")
 
     async def by_username(
@@ -368,7 +378,7 @@ class Patients(Resource):
         self._require_client_id("patients.by_username")
         data = await self._lookup(
             f"/profiles/v1/patient/{segment}/username/",
-            PATH_BY_USERNAME,
+            PATH_PATIENT_BY_USERNAME,
             "patient_by_username",
             [("flatten", "true")],
             retry,

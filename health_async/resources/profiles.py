@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from .. import _constants as C
+from .. import _routes as R
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._retry import RetryPolicy
 from .._wire import structure
@@ -42,7 +42,7 @@ class Profiles(Resource):
         data = await self._session.request(
             "GET",
             f"/profiles/v1/emr-user/{segment}",
-            route=C.PATH_PROFILE,
+            route=R.PATH_PROFILE,
             operation="profile",
             idempotent=True,
             retry=retry,
@@ -106,7 +106,7 @@ class Profiles(Resource):
             await self._session.request(
                 "PATCH",
                 f"/profiles/v1/emr-user/{segment}",
-                route=C.PATH_PROFILE,
+                route=R.PATH_PROFILE,
                 operation="profile_update",
                 json=body,
                 idempotent=True,

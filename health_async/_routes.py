@@ -1,0 +1,53 @@
+"""Every path of the service the client calls, in one place (templates: a path parameter is percent-encoded into
+exactly one segment). Logs show these templates, never the identifiers filled into them.
+
+Written from the vendor's files (``records.yaml``, ``registration.yml``, ``patient_directory.yml``,
+``authorization.yml``); the fake server (:mod:`health_async.testing`) has its own copy written from the same files
+and imports none of these, so a wrong path in either shows up as a failing test.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# records (records.yaml)
+PATH_DOCUMENT: Final = "/mr/api/v1/docs/{id}"
+PATH_DOCUMENTS: Final = "/mr/api/v1/docs"
+PATH_UPLOAD: Final = "/mr/api/v2/docs"
+PATH_RESULT: Final = "/mr/api/v1/docs/{id}/result"
+PATH_CASES: Final = "/mr/api/v1/cases"
+PATH_CASE: Final = "/mr/api/v1/cases/{id}"
+
+# profiles and the patient directory (patient_directory.yml)
+PATH_PROFILE: Final = "/profiles/v1/emr-user/{oid}"
+PATH_PATIENT_CREATE: Final = "/profiles/v1/patient/"
+PATH_PATIENT: Final = "/profiles/v1/patient/{oid}"
+PATH_PATIENT_LIST: Final = "/profiles/v1/patient/minified/"
+PATH_PATIENT_SEARCH: Final = "/profiles/v1/patient/search"
+PATH_PATIENT_BY_MOBILE: Final = "/profiles/v1/patient/by-mobile/"
+PATH_PATIENT_BY_USERNAME: Final = "/profiles/v1/patient/{username}/username/"
+
+# ABHA registration and login (registration.yml)
+_REG: Final = "/abdm/na/v1/registration"
+_LOGIN: Final = "/abdm/na/v1/profile/login"
+PATH_AADHAAR_INIT: Final = f"{_REG}/aadhaar/init"
+PATH_AADHAAR_RESEND: Final = f"{_REG}/aadhaar/resend"
+PATH_AADHAAR_VERIFY: Final = f"{_REG}/aadhaar/verify"
+PATH_AADHAAR_MOBILE_VERIFY: Final = f"{_REG}/aadhaar/mobile/verify"
+PATH_AADHAAR_MOBILE_RESEND: Final = f"{_REG}/aadhaar/mobile/resend"
+PATH_AADHAAR_CREATE: Final = f"{_REG}/aadhaar/create-phr"
+PATH_AUTO_LOGIN: Final = f"{_REG}/aadhaar/auto-login"
+PATH_MOBILE_INIT: Final = f"{_REG}/mobile/init"
+PATH_MOBILE_RESEND: Final = f"{_REG}/mobile/resend"
+PATH_MOBILE_VERIFY: Final = f"{_REG}/mobile/verify"
+PATH_MOBILE_CREATE: Final = f"{_REG}/mobile/create-phr"
+PATH_PHR_CHECK: Final = f"{_REG}/phr/check"
+PATH_SUGGEST: Final = f"{_REG}/suggest"
+PATH_LOGIN_METHODS: Final = f"{_LOGIN}/methods"
+PATH_LOGIN_INIT: Final = f"{_LOGIN}/init"
+PATH_LOGIN_VERIFY: Final = f"{_LOGIN}/verify"
+PATH_LOGIN_PHR: Final = f"{_LOGIN}/phr"
+
+# tokens (authorization.yml)
+PATH_LOGIN: Final = "/connect-auth/v1/account/login"
+PATH_REFRESH: Final = "/connect-auth/v1/account/refresh-token"
