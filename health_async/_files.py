@@ -53,6 +53,10 @@ class FileSource:
             return cls(name=filename or "file", size=view.nbytes, data=view)
         if isinstance(value, str | os.PathLike):
             path = Path(value)
+            if not _encodable(path.name):
+                # bytes that are not UTF-8 in the name (kept by Python as surrogates): it cannot go in the upload's
+                # headers, and renaming it here would hide which file it was
+                raise ValueError("the upload file's name is not valid UTF-8: rename the file")
             if not path.is_file():
                 if not path.exists():
                     raise FileNotFoundError("the upload file does not exist")
@@ -224,6 +228,14 @@ async def read_head(source: FileSource, size: int = SNIFF_BYTES) -> bytes:
         return b""
     finally:
         await chunks.aclose()  # type: ignore[attr-defined]  # closes the file of a path source at once
+
+
+def _encodable(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _quote_filename(name: str) -> str:

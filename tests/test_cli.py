@@ -377,3 +377,64 @@ def test_input_that_ends_is_not_ctrl_c(
     out, err = capsys.readouterr()
     assert out == "" and "input ended" in err and "Traceback" not in err and "cancelled" not in err
     assert server.calls("login_init") == 0
+
+
+def _bad_items(tmp_path: Path) -> Path:
+    """A directory with one good file and three bad ones: a name that is not UTF-8, a vanished file (a link to
+    nothing) and a special file (a FIFO: opening it to read would block for ever)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "good.pdf").write_bytes(b"%PDF-1.4 good")
+    with open(os.fsencode(folder) + b"/bad\xff.pdf", "wb") as f:
+        f.write(b"%PDF-1.4 bad name")
+    (folder / "vanished.pdf").symlink_to(folder / "nowhere.pdf")
+    os.mkfifo(folder / "fifo.pdf")
+    return folder
+
+
+def test_one_bad_file_never_stops_upload_many(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = _bad_items(tmp_path)
+    code, lines, err = run(capsys, "upload-many", str(folder))
+    assert code == 1 and "1 done, 3 failed" in err
+    by_file = {line["file"].rsplit("/", 1)[-1]: line for line in lines}
+    assert set(by_file) == {"good.pdf", "bad\\xff.pdf", "vanished.pdf", "fifo.pdf"}  # the bad name escaped
+    assert "document_id" in by_file["good.pdf"]
+    assert "not valid UTF-8" in by_file["bad\\xff.pdf"]["error"]["message"]
+    assert by_file["vanished.pdf"]["error"]["message"] == "the upload file does not exist"
+    assert by_file["fifo.pdf"]["error"]["message"] == "the upload path is not a regular file"
+    assert server.calls("upload") == 1
+
+
+def test_one_bad_file_never_stops_an_ingest_upload(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = _bad_items(tmp_path)
+    journal, out = tmp_path / "j.db", tmp_path / "out.jsonl"
+    code = cli.main(["ingest", "upload", str(folder), "--journal", str(journal), "--out", str(out), "--quiet"])
+    assert code == 1  # some items failed; the job itself ran to its end
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    by_key = {line["key"].rsplit("/", 1)[-1]: line for line in lines}
+    assert set(by_key) == {"good.pdf", "bad\\xff.pdf", "vanished.pdf", "fifo.pdf"}
+    assert "upload" in by_key["good.pdf"]
+    assert by_key["bad\\xff.pdf"]["error"]["message"] == "the file name is not valid UTF-8: rename the file"
+    assert all("error" in by_key[name] for name in ("vanished.pdf", "fifo.pdf"))
+    assert server.calls("upload") == 1
+
+
+async def test_one_bad_file_never_stops_upload_many_in_python(tmp_path: Path) -> None:
+    folder = _bad_items(tmp_path)
+    gone = folder / "gone.pdf"
+    gone.write_bytes(b"%PDF-1.4 soon gone")
+    files: list[Any] = [folder / "good.pdf", Path(os.fsdecode(os.fsencode(folder) + b"/bad\xff.pdf")), gone]
+    files += [folder / "fifo.pdf"]
+    gone.unlink()  # listed, then vanished before its upload
+    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
+        user = srv.data.user_ids[0]
+        async with ha.HealthClient(base_url=srv.url, token=srv.token, user_id=user) as client:
+            outcomes = [outcome async for outcome in client.documents.upload_many(files, ordered=True)]
+        assert [outcome.ok for outcome in outcomes] == [True, False, False, False]
+        assert all(isinstance(outcome.error, ha.InvalidRequest) for outcome in outcomes[1:])
+        assert "not valid UTF-8" in str(outcomes[1].error)  # says why, not a codec's traceback text
+        assert srv.calls("upload") == 1

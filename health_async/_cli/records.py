@@ -91,12 +91,14 @@ async def cmd_result(client: Any, args: argparse.Namespace) -> int:
 
 
 def _files_of(directory: str) -> Iterator[Path]:
-    """Every regular file under ``directory`` (recursively, sorted, hidden files and directories skipped)."""
+    """Every entry under ``directory`` that is not a directory (recursively, sorted, hidden files and directories
+    skipped). A vanished file (a broken link), a special file or one whose name is not UTF-8 is listed too: its
+    upload fails alone, with an error line naming it, and every other file still goes."""
     root = Path(directory)
     if not root.is_dir():
         raise ValueError("upload-many needs a directory")
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts):
+        if not path.is_dir() and not any(part.startswith(".") for part in path.relative_to(root).parts):
             yield path
 
 

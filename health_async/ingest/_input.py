@@ -78,7 +78,7 @@ class InputItems:
         with open(self.path, "rb") as f:
             for line in read_lines(f, max_length=None if as_paths else MAX_ID_LENGTH):
                 if line.problem is None:
-                    yield (os.path.abspath(line.text) if as_paths else line.text), None
+                    yield path_item(os.path.abspath(line.text)) if as_paths else (line.text, None)
                 elif line.blank:
                     self.blank += 1
                 else:
@@ -106,6 +106,18 @@ def bad_line_key(text: str) -> str:
     return f"{text[:_SHOWN]}... ({len(text)} characters, sha256 {digest})"
 
 
+def path_item(path: str) -> tuple[str, str | None]:
+    """A file of an upload input as an item: its path, or, when the name holds bytes that are not UTF-8 (Python
+    keeps them as surrogates, which neither the journal nor an output line can hold), the path with those bytes
+    escaped (``\\xff``) and the reason, so that the file fails alone and the user can find it."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        escaped = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return escaped, "the file name is not valid UTF-8: rename the file"
+    return path, None
+
+
 def _walk(top: str) -> Iterator[tuple[str, str | None]]:
     errors: list[OSError] = []
     for root, dirs, files in os.walk(os.path.abspath(top), onerror=errors.append):
@@ -114,6 +126,6 @@ def _walk(top: str) -> Iterator[tuple[str, str | None]]:
             err = errors.pop(0)
             yield os.path.abspath(err.filename or root), "a directory of the input cannot be listed"
         for name in sorted(files):
-            yield os.path.join(root, name), None
+            yield path_item(os.path.join(root, name))
     for err in errors:
         yield os.path.abspath(err.filename or top), "a directory of the input cannot be listed"
