@@ -413,11 +413,24 @@ def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
         "def structure_model(data, label, given=None):",
         f"    if data.__class__ is not dict: raise Invalid(label or {cls.__name__!r})",
         "    get = data.get",
-        "    kw = {} if given is None else dict(given)",
     ]
+    # positional arguments in __init__'s order (a dict of keywords per object costs more than the rest)
+    args: list[str] = []
+    init_names: list[str] = []
     for i, field in enumerate(attrs.fields(typing.cast(Any, cls))):
+        if not field.init:
+            continue
         declared = _declaration(field)
-        if not field.init or declared.local:
+        init_names.append(field.alias or field.name)
+        default = f"d{i}"
+        if isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]
+            namespace[f"f{i}"] = field.default.factory
+            default = f"f{i}()"
+        else:
+            namespace[default] = field.default
+        args.append(f"a{i}")
+        if declared.local:
+            lines.append(f"    a{i} = {default}")
             continue
         names = declared.names or (field.name,)
         label = names[0]
@@ -437,17 +450,19 @@ def _structurer(cls: type[T]) -> Callable[[Any, str], T]:
             value = f"(v if v.__class__ is {exact} else {value})"
         if inner is not None:
             value = f"None if v is None else {value}"
-        init_name = field.alias or field.name
         if field.default is attrs.NOTHING:
             lines.append(f"    if v is A: raise Missing({label!r})")
-            lines.append(f"    kw[{init_name!r}] = {value}")
+            lines.append(f"    a{i} = {value}")
         elif lenient and not declared.strict:
-            lines.append("    if v is not A:")
-            lines.append(f"        try: kw[{init_name!r}] = {value}")
-            lines.append(f"        except Invalid: dropped({cls.__name__!r}, {label!r})")
+            lines.append(f"    if v is A: a{i} = {default}")
+            lines.append("    else:")
+            lines.append(f"        try: a{i} = {value}")
+            lines.append(f"        except Invalid: dropped({cls.__name__!r}, {label!r}); a{i} = {default}")
         else:
-            lines.append(f"    if v is not A: kw[{init_name!r}] = {value}")
-    lines.append("    return cls(**kw)")
+            lines.append(f"    a{i} = {default} if v is A else {value}")
+    namespace["init_names"] = tuple(init_names)
+    lines.append(f"    if given is None: return cls({', '.join(args)})")
+    lines.append(f"    return cls(**{{**dict(zip(init_names, ({', '.join(args)},))), **given}})")
     exec(compile("\n".join(lines), f"<health_async wire: {cls.__qualname__}>", "exec"), namespace)
     structure_model: Callable[..., T] = namespace["structure_model"]
     slot.append(structure_model)
