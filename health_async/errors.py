@@ -26,6 +26,7 @@ The tree::
     ├── UploadFailed                  a presigned upload was refused for one file (``code``, ``file_index``)
     ├── WebhookSignatureError         a webhook whose signature, timestamp or body does not verify
     ├── RayEngineError                the Ray ingest engine cannot go on (also a RuntimeError)
+    ├── IngestOutputError             an ingest job's output or journal could not be written (also an OSError)
     ├── ResponseValidationError
     │   └── PaginationError           the service repeated a page token it already gave (paging would loop)
     ├── ClientClosedError             a call on a closed client (also a RuntimeError)
@@ -77,6 +78,7 @@ __all__ = [
     "ProcessingTimeout",
     "ProfileNotFound",
     "RateLimitError",
+    "IngestOutputError",
     "RayEngineError",
     "RequestTimeout",
     "ResendTooSoon",
@@ -284,6 +286,13 @@ class AccountLikelyCreated(OutcomeUnknown):
 class RayEngineError(HealthError, RuntimeError):
     """The Ray engine cannot go on: every worker was lost, the workers did not start in time, or a worker
     failed in a way that is not an item's own failure (a bug). The Ray failure is ``__cause__``."""
+
+
+class IngestOutputError(HealthError, OSError):
+    """An ingest job could not write its output or its journal durably (a full disk, a file-size limit, an I/O
+    error, a short write). The output was cut back to the last committed line (or the journal's transaction rolled
+    back) and nothing of that batch was marked done: the next run of the job redoes it. The ``OSError`` (or
+    SQLite's error) is ``__cause__``; the message names its reason, never an item."""
 
 
 class ProcessingFailed(HealthError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import sqlite3
 import urllib.parse
@@ -27,7 +28,7 @@ from typing import IO, Any, Final, TypeVar
 import attrs
 
 from .. import _json
-from ..errors import InvalidRequest
+from ..errors import IngestOutputError, InvalidRequest
 from ._work import WorkResult
 
 try:
@@ -113,8 +114,17 @@ class Journal:
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(*args)`` in the journal's thread. If the caller is cancelled meanwhile, ``fn`` still completes
-        (a batch is never half-committed by a cancellation): the journal stays consistent."""
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        (a batch is never half-committed by a cancellation): the journal stays consistent.
+
+        SQLite failing to write (a full disk, a file-size limit, an I/O error: its transaction is rolled back, so
+        nothing of it is marked done) raises :class:`IngestOutputError`, as the output's own failures do."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except sqlite3.OperationalError as exc:
+            raise IngestOutputError(
+                f"ingest: the journal could not be written ({exc}); its last transaction was rolled back, so "
+                "nothing of it is marked done: the next run redoes it"
+            ) from exc
 
     def shutdown(self) -> None:
         """Stop the thread (after closing, in it)."""
@@ -135,7 +145,9 @@ class Journal:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError:
+        except sqlite3.OperationalError as exc:  # it cannot be written (a full disk, a file-size limit, I/O)
+            raise IngestOutputError(f"ingest: the journal could not be written ({exc})") from exc
+        except sqlite3.DatabaseError:  # not an SQLite database at all
             raise InvalidRequest("the journal file cannot be used as an ingest journal") from None
         self._db = db
 
@@ -323,9 +335,9 @@ class Journal:
         out = self._require_out()
         lines = [_keyed(r.key, r.line) for r in results if r.ok]
         if lines:
-            out.write(b"".join(lines))
-            os.fsync(out.fileno())
-            self.offset = out.tell()
+            data = b"".join(lines)
+            self._write_durably(out, data)
+            self.offset += len(data)  # the bytes written: _write_durably wrote them all, or raised
         db = self.db
         db.execute("BEGIN")
         try:
@@ -340,6 +352,30 @@ class Journal:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+
+    def _write_durably(self, out: IO[bytes], data: bytes) -> None:
+        """Write ``data`` at the committed offset and fsync it, every byte (a short write is continued), or cut
+        the output back to the committed offset and raise :class:`IngestOutputError` (nothing is then marked
+        done: the caller commits only after this returns)."""
+        try:
+            out.seek(self.offset)
+            view = memoryview(data)
+            while view:
+                written = out.write(view)
+                if not written:  # the OS took nothing (and said no more): no progress can be made
+                    raise OSError(errno.ENOSPC, "the output file takes no more data")
+                view = view[written:]
+            os.fsync(out.fileno())
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # best effort: recover() would cut a partial line at the next run
+                out.truncate(self.offset)
+                out.seek(self.offset)
+                os.fsync(out.fileno())
+            reason = exc.strerror or type(exc).__name__
+            raise IngestOutputError(
+                f"ingest: the output could not be written ({reason}); it was cut back to the last committed line "
+                "and nothing of this batch was marked done: the next run redoes it"
+            ) from exc
 
     def write_tail(self) -> int:
         """When no item is pending or in flight: write the lines of failed and unknown items after the committed
@@ -366,12 +402,9 @@ class Journal:
                 body["error"]["outcome"] = "unknown"
             buffer.append(_json.dumps({"key": key, **body}) + b"\n")
             written += 1
-            if len(buffer) >= 1024:
-                out.write(b"".join(buffer))
-                buffer.clear()
-        if buffer:
-            out.write(b"".join(buffer))
-        os.fsync(out.fileno())
+        # the tail is never committed (the next run cuts it and writes it anew), but it is written whole or not
+        # at all: a short or failed write raises, with the output cut back to the committed offset
+        self._write_durably(out, b"".join(buffer))
         return written
 
     def status(self) -> IngestStatus:
