@@ -8,7 +8,6 @@ Secrets and personal data are left out of every ``repr``: transaction ids, OTP h
 names, dates of birth, mobile numbers, ABHA numbers and addresses, postal addresses and photos. What a ``repr``
 shows is the step, the KYC flag, the eka ids without their token, and counts.
 
-:class:`AadhaarInit` (the answer of ``aadhaar_init``) stays in :mod:`health_async.models._documents`.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from ..errors import InvalidRequest, ResponseValidationError
 from ._patients import GENDERS, Gender
 
 __all__ = [
+    "AadhaarInit",
     "AbhaAccount",
     "AbhaProfile",
     "AbhaProfileSummary",
@@ -86,6 +86,18 @@ class OtpSystem(enum.Enum):
 
     ABDM = "abdm"
     AADHAAR = "aadhaar"
+
+
+@attrs.frozen
+class AadhaarInit:
+    """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
+
+    __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
+
+    #: Transaction id to pass to the next registration steps; hidden from ``repr``.
+    txn_id: str = wire(pii=True)
+    #: Text saying where the OTP went, the mobile number masked (hidden from ``repr``).
+    hint: str | None = wire(default=None, pii=True)
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""Document models: descriptions, lists, uploads, the profile and Aadhaar init.
+"""Document models: descriptions, lists and uploads.
 
 Attribute names are readable; where the wire name differs, the field's ``wire(...)`` declaration gives it.
 
@@ -17,7 +17,7 @@ import datetime as dt
 import enum
 from collections.abc import Iterator
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ..errors import HealthError
 
 __all__ = [
-    "AadhaarInit",
     "Coordinate",
     "DescribeResult",
     "Document",
@@ -37,7 +36,6 @@ __all__ = [
     "DocumentPage",
     "FileEntry",
     "FileType",
-    "Profile",
     "ReportItem",
     "ResultFlag",
     "SmartReport",
@@ -273,47 +271,6 @@ class UploadResult:
     #: How the file went: ``"direct"`` (``POST /mr/api/v2/docs``, which runs the upload ``tasks``) or
     #: ``"presigned"`` (declared with ``POST /mr/api/v1/docs``, then posted to the storage form it gave).
     route: Literal["direct", "presigned"] = local(default="direct")
-
-
-@attrs.frozen
-class AadhaarInit:
-    """Result of starting Aadhaar registration: an OTP went to the mobile number linked to the Aadhaar number."""
-
-    __wire_lenient__: ClassVar[bool] = True  # carries a txn id: see health_async._wire
-
-    #: Transaction id to pass to the next registration steps; hidden from ``repr``.
-    txn_id: str = wire(pii=True)
-    #: Text saying where the OTP went, the mobile number masked (hidden from ``repr``).
-    hint: str | None = wire(default=None, pii=True)
-
-
-@attrs.frozen
-class Profile:
-    """An EMR user's profile (``GET /profiles/v1/emr-user/{oid}``). Personal fields are hidden from ``repr``."""
-
-    #: The user id.
-    oid: str | None = None
-    business_id: str | None = wire("bid", default=None)
-    #: Status short code.
-    status: str | None = wire("ps", default=None)
-    #: Creation timestamp as sent.
-    created_at: int | None = wire("c_ate", default=None)
-    #: Update timestamp as sent.
-    updated_at: int | None = wire("u_ate", default=None)
-    #: Gender short code.
-    gender: str | None = wire("gen", default=None, pii=True)
-    #: ``YYYY-MM-DD`` on the wire.
-    date_of_birth: dt.date | None = wire("dob", default=None, pii=True)
-    #: Whether the date of birth was derived from a stated age.
-    dob_from_age: bool | None = wire("is_age", default=None, pii=True)
-    first_name: str | None = wire("fn", default=None, pii=True)
-    last_name: str | None = wire("ln", default=None, pii=True)
-    full_name: str | None = wire("fln", default=None, pii=True)
-    blood_group: str | None = wire("bg", default=None, pii=True)
-    #: With the country prefix.
-    mobile: str | None = wire(default=None, pii=True)
-    email: str | None = wire(default=None, pii=True)
-    salutation: str | None = wire("s", default=None, pii=True)
 
 
 @attrs.frozen

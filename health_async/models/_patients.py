@@ -1,4 +1,5 @@
-"""Patient directory models (``/profiles/v1/patient/...``).
+"""People: the patient directory's models (``/profiles/v1/patient/...``) and the EMR user's profile
+(``/profiles/v1/emr-user/{oid}``), which carry the same personal fields under the same wire names.
 
 The wire's short names (``fn``, ``mn``, ``ln``, ``fln``, ``gen``, ``dob``, ``ccd``, ``bg``/``bloodgroup``, ``c_ate``,
 ``arc``...) are declared beside the readable fields (:mod:`health_async._wire`); unknown keys are ignored and every
@@ -21,7 +22,7 @@ import attrs
 from .._wire import non_empty, rule_for, structure, structure_many, wire
 from ..errors import ResponseValidationError
 
-__all__ = ["BLOOD_GROUPS", "GENDERS", "BloodGroup", "Gender", "Patient", "PatientCreated", "PatientPage"]
+__all__ = ["BLOOD_GROUPS", "GENDERS", "BloodGroup", "Gender", "Patient", "PatientCreated", "PatientPage", "Profile"]
 
 #: Gender codes the service accepts (``M``, ``F``, ``O``).
 Gender = Literal["M", "F", "O"]
@@ -30,6 +31,23 @@ BloodGroup = Literal["A+", "A-", "B+", "B-", "AB+", "AB-", "O+", "O-"]
 
 GENDERS: Final[frozenset[str]] = frozenset({"M", "F", "O"})
 BLOOD_GROUPS: Final[frozenset[str]] = frozenset({"A+", "A-", "B+", "B-", "AB+", "AB-", "O+", "O-"})
+
+
+# The personal fields a patient and an EMR user's profile share: each declared once (wire names, live spellings,
+# personal data out of repr) and used by both models, so a change to one is a change to both.
+_STATUS: Final = wire("ps", default=None)
+_CREATED_AT: Final = wire("c_ate", default=None)
+_UPDATED_AT: Final = wire("u_ate", default=None)
+_GENDER: Final = wire("gen", default=None, pii=True)
+_DATE_OF_BIRTH: Final = wire("dob", default=None, pii=True)
+_DOB_FROM_AGE: Final = wire("is_age", default=None, pii=True)
+_SALUTATION: Final = wire("s", default=None, pii=True)
+_FIRST_NAME: Final = wire("fn", default=None, pii=True)
+_LAST_NAME: Final = wire("ln", default=None, pii=True)
+_FULL_NAME: Final = wire("fln", default=None, pii=True)
+_BLOOD_GROUP: Final = wire("bg", "bloodgroup", default=None, pii=True)
+_MOBILE: Final = wire("mobile", "mob", default=None, pii=True)
+_EMAIL: Final = wire(default=None, pii=True)
 
 
 @attrs.frozen
@@ -47,30 +65,30 @@ class Patient:
     #: Workspace id.
     workspace_id: str | None = wire("wid", default=None)
     #: Profile status short code (e.g. ``"P"``).
-    status: str | None = wire("ps", default=None)
+    status: str | None = _STATUS
     #: Creation time, epoch seconds.
-    created_at: int | None = wire("c_ate", default=None)
+    created_at: int | None = _CREATED_AT
     #: Last update time, epoch seconds.
-    updated_at: int | None = wire("u_ate", default=None)
+    updated_at: int | None = _UPDATED_AT
     #: True when archived (only sent when archived profiles were asked for).
     archived: bool | None = wire("arc", default=None)
     #: Gender code, ``"M"``, ``"F"`` or ``"O"``.
-    gender: str | None = wire("gen", default=None, pii=True)
-    date_of_birth: dt.date | None = wire("dob", default=None, pii=True)
+    gender: str | None = _GENDER
+    date_of_birth: dt.date | None = _DATE_OF_BIRTH
     #: True when :attr:`date_of_birth` was derived from a stated age.
-    dob_from_age: bool | None = wire("is_age", default=None, pii=True)
+    dob_from_age: bool | None = _DOB_FROM_AGE
     #: Salutation, e.g. ``"Dr"``.
-    salutation: str | None = wire("s", default=None, pii=True)
-    first_name: str | None = wire("fn", default=None, pii=True)
+    salutation: str | None = _SALUTATION
+    first_name: str | None = _FIRST_NAME
     middle_name: str | None = wire("mn", default=None, pii=True)
-    last_name: str | None = wire("ln", default=None, pii=True)
-    full_name: str | None = wire("fln", default=None, pii=True)
-    blood_group: str | None = wire("bg", "bloodgroup", default=None, pii=True)
+    last_name: str | None = _LAST_NAME
+    full_name: str | None = _FULL_NAME
+    blood_group: str | None = _BLOOD_GROUP
     #: As stored, usually the national number without :attr:`country_code`.
-    mobile: str | None = wire("mobile", "mob", default=None, pii=True)
+    mobile: str | None = _MOBILE
     #: Country calling code of :attr:`mobile`, e.g. ``"+91"``.
     country_code: str | None = wire("ccd", default=None, pii=True)
-    email: str | None = wire(default=None, pii=True)
+    email: str | None = _EMAIL
     #: UHID / partner id / username, unique in the workspace.
     username: str | None = wire(default=None, pii=True)
     #: ABHA address, e.g. ``name@abdm``.
@@ -114,6 +132,35 @@ def _next_page(value: Any, label: str) -> int | None:
 def _is_last(value: Any, label: str) -> bool | None:
     page: int | None = _PAGE_NUMBER(value, label)
     return None if page is None else page < 0
+
+
+@attrs.frozen
+class Profile:
+    """An EMR user's profile (``GET /profiles/v1/emr-user/{oid}``). Personal fields are hidden from ``repr``."""
+
+    #: The user id.
+    oid: str | None = None
+    business_id: str | None = wire("bid", default=None)
+    #: Status short code.
+    status: str | None = _STATUS
+    #: Creation timestamp as sent.
+    created_at: int | None = _CREATED_AT
+    #: Update timestamp as sent.
+    updated_at: int | None = _UPDATED_AT
+    #: Gender short code.
+    gender: str | None = _GENDER
+    #: ``YYYY-MM-DD`` on the wire.
+    date_of_birth: dt.date | None = _DATE_OF_BIRTH
+    #: Whether the date of birth was derived from a stated age.
+    dob_from_age: bool | None = _DOB_FROM_AGE
+    first_name: str | None = _FIRST_NAME
+    last_name: str | None = _LAST_NAME
+    full_name: str | None = _FULL_NAME
+    blood_group: str | None = _BLOOD_GROUP
+    #: With the country prefix.
+    mobile: str | None = _MOBILE
+    email: str | None = _EMAIL
+    salutation: str | None = _SALUTATION
 
 
 #: Keys under which a wrapped answer may carry its list of patients.
