@@ -17,7 +17,7 @@ import attrs
 from . import _constants as C
 from . import _routes as R
 from ._config import check_header_value
-from .errors import AuthenticationError, ResponseValidationError
+from .errors import AuthenticationError, InvalidArgumentType, InvalidRequest, ResponseValidationError
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -131,7 +131,7 @@ class ProviderAuth(Auth):
     def __init__(self, provider: TokenProvider) -> None:
         super().__init__()
         if not callable(provider):
-            raise TypeError("token_provider must be an async callable returning a token string")
+            raise InvalidArgumentType("token_provider must be an async callable returning a token string")
         self._provider = provider
 
     async def _fetch(self, session: Session) -> str:  # noqa: ARG002
@@ -202,12 +202,12 @@ def make_auth(token: str | None, token_provider: TokenProvider | None, auth: Cli
     """Exactly one of the three ways to authenticate."""
     given = [x for x in (token, token_provider, auth) if x is not None]
     if len(given) != 1:
-        raise ValueError("pass exactly one of token=, token_provider= or auth=ClientCredentials(...)")
+        raise InvalidRequest("pass exactly one of token=, token_provider= or auth=ClientCredentials(...)")
     if token is not None:
         return StaticToken(token)
     if token_provider is not None:
         return ProviderAuth(token_provider)
     assert auth is not None
     if not isinstance(auth, ClientCredentials):
-        raise TypeError("auth= takes a ClientCredentials(client_id, client_secret)")
+        raise InvalidArgumentType("auth= takes a ClientCredentials(client_id, client_secret)")
     return CredentialsAuth(auth)

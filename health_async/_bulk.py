@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._limits import Slots
 from ._logging import logger
-from .errors import ClientClosedError, HealthError, InvalidRequest
+from .errors import ClientClosedError, HealthError, InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -148,12 +148,12 @@ class BulkStream(AsyncIterator[R]):
 def check_many_input(items: object, what: str) -> None:
     """Refuse, before anything is sent, a single value where an iterable of many is expected."""
     if isinstance(items, str | bytes | bytearray | memoryview | os.PathLike):
-        raise TypeError(
+        raise InvalidArgumentType(
             f"{what} must be an iterable of many (a list, a generator, an async iterator), not a single "
             f"{type(items).__name__}: wrap one item in a list"
         )
     if not isinstance(items, Iterable | AsyncIterable):
-        raise TypeError(f"{what} must be an iterable or an async iterable, not {type(items).__name__}")
+        raise InvalidArgumentType(f"{what} must be an iterable or an async iterable, not {type(items).__name__}")
 
 
 def run_pool(

@@ -16,7 +16,7 @@ from ._limits import SharedLimiter
 from ._logging import setup_from_env
 from ._retry import RetryPolicy
 from ._session import ClientConfig, Session
-from .errors import InvalidRequest
+from .errors import InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
@@ -114,11 +114,11 @@ class HealthClient:
         if max_upload_size < 1 or max_response_size < 1:
             raise InvalidRequest("max_upload_size and max_response_size must be >= 1 byte")
         if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError("retry must be a RetryPolicy")
+            raise InvalidArgumentType("retry must be a RetryPolicy")
         if limiter is not None and not isinstance(limiter, SharedLimiter):
-            raise TypeError("limiter must have async acquire() and pause(seconds) (a SharedLimiter)")
+            raise InvalidArgumentType("limiter must have async acquire() and pause(seconds) (a SharedLimiter)")
         if session is not None and not isinstance(session, aiohttp.ClientSession):
-            raise TypeError("session must be an aiohttp.ClientSession")
+            raise InvalidArgumentType("session must be an aiohttp.ClientSession")
         if proxy is not None:
             proxy = normalize_base_url(proxy, allow_insecure_http=True, name="proxy")
         if session is not None and session._base_url is not None:
@@ -179,7 +179,9 @@ class HealthClient:
             elif env.get(C.ENV_CLIENT_ID) and env.get(C.ENV_CLIENT_SECRET):
                 kwargs["auth"] = ClientCredentials(env[C.ENV_CLIENT_ID], env[C.ENV_CLIENT_SECRET])
             else:
-                raise ValueError(f"set {C.ENV_TOKEN}, or {C.ENV_CLIENT_ID} and {C.ENV_CLIENT_SECRET}, to authenticate")
+                raise InvalidRequest(
+                    f"set {C.ENV_TOKEN}, or {C.ENV_CLIENT_ID} and {C.ENV_CLIENT_SECRET}, to authenticate"
+                )
         kwargs.update(overrides)
         return cls(**kwargs)
 

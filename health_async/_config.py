@@ -9,7 +9,7 @@ import re
 from typing import Final, Literal, TypeVar
 from urllib.parse import quote, urlsplit
 
-from .errors import InvalidRequest
+from .errors import InvalidArgumentType, InvalidRequest
 
 __all__ = ["NOT_GIVEN", "NotGiven", "check_header_value", "normalize_base_url", "path_segment"]
 
@@ -35,7 +35,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 def check_header_value(name: str, value: str) -> str:
     """Refuse a header value that could split or smuggle headers. The message never shows the value."""
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        raise InvalidArgumentType(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{name} must not be empty")
     if _CONTROL.search(value):
@@ -68,7 +68,7 @@ def path_segment(name: str, value: str) -> str:
     if type(value) is str and len(value) <= MAX_SEGMENT and _PLAIN_SEGMENT.fullmatch(value):
         return value
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        raise InvalidArgumentType(f"{name} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidRequest(f"{name} must not be empty")
     if len(value) > MAX_SEGMENT:

@@ -17,10 +17,12 @@ from typing import BinaryIO, TypeAlias
 
 import attrs
 
+from .errors import InvalidArgumentType
+
 __all__ = ["CHUNK_SIZE", "FileInput", "FileSource", "StreamBody", "multipart_body", "read_head", "sniff_content_type"]
 
 #: What ``documents.upload`` accepts: a filesystem path, the bytes themselves, or a binary file object.
-FileInput: TypeAlias = "str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO"
+FileInput: TypeAlias = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
 
 #: Read size for streaming a multipart upload (the encrypted upload reads smaller steps: ``_jwe_stream``).
 CHUNK_SIZE = 256 * 1024 * 3  # 768 KiB
@@ -66,7 +68,7 @@ class FileSource:
             return cls(name=filename or path.name, size=path.stat().st_size, path=path)
         if hasattr(value, "read"):
             if isinstance(value, io.TextIOBase):  # type: ignore[unreachable]
-                raise TypeError("upload file objects must be opened in binary mode ('rb')")
+                raise InvalidArgumentType("upload file objects must be opened in binary mode ('rb')")
             start = value.tell() if value.seekable() else 0
             try:
                 size = os.fstat(value.fileno()).st_size - start
@@ -78,7 +80,7 @@ class FileSource:
             raw_name = getattr(value, "name", None)
             name = filename or (Path(raw_name).name if isinstance(raw_name, str) else "file")
             return cls(name=name, size=size, fileobj=value, start=start)
-        raise TypeError(f"cannot upload a {type(value).__name__}: pass a path, bytes or a binary file object")
+        raise InvalidArgumentType(f"cannot upload a {type(value).__name__}: pass a path, bytes or a binary file object")
 
     @property
     def rereadable(self) -> bool:

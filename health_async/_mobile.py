@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidMobileNumber
+from .errors import InvalidArgumentType, InvalidMobileNumber
 
 __all__ = ["mask_mobile", "normalize_mobile"]
 
@@ -19,7 +19,7 @@ def normalize_mobile(value: str, *, name: str = "mobile") -> str:
     ``91`` / ``0`` prefix, the first digit 6, 7, 8 or 9. The message names the rule, never the number.
     """
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        raise InvalidArgumentType(f"{name} must be a str, not {type(value).__name__}")
     digits = _SEPARATORS.sub("", value)
     if digits.startswith("+"):
         if not digits.startswith("+91"):

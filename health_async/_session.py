@@ -38,6 +38,7 @@ from .errors import (
     ClientClosedError,
     EncryptionError,
     HealthError,
+    InvalidRequest,
     RequestTimeout,
     ResponseTooLarge,
     ResponseValidationError,
@@ -189,7 +190,7 @@ class Session:
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
         if encrypt and self.config.encryption_key is None:
-            raise ValueError("encrypt=True needs an encryption_key on the HealthClient")
+            raise InvalidRequest("encrypt=True needs an encryption_key on the HealthClient")
         config = self.config
         policy = config.retry if retry is NOT_GIVEN else retry
         started = time.monotonic()

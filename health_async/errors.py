@@ -66,6 +66,7 @@ __all__ = [
     "HealthError",
     "InvalidAadhaarNumber",
     "InvalidAbhaAddress",
+    "InvalidArgumentType",
     "InvalidFlowStep",
     "InvalidMobileNumber",
     "InvalidOtp",
@@ -377,6 +378,15 @@ class InvalidRequest(HealthError, ValueError):
 
 class FileTooLarge(InvalidRequest):
     """An upload larger than the size limit; nothing was sent."""
+
+
+class InvalidArgumentType(InvalidRequest, TypeError):
+    """An argument of the wrong type (``None`` for an id, an ``int`` for a ``str``, a single value where many are
+    expected); nothing was sent. The message names the parameter and the type, never the value.
+
+    An :class:`InvalidRequest` (so a ``ValueError``) like every refused argument, and still a ``TypeError`` for
+    code written before that caught it.
+    """
 
 
 class InvalidAadhaarNumber(InvalidRequest):

@@ -70,7 +70,7 @@ import pybase64
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from . import _json
-from .errors import EncryptionError
+from .errors import EncryptionError, InvalidArgumentType, InvalidRequest
 
 __all__ = [
     "DEFAULT_PROTECTED",
@@ -175,7 +175,7 @@ class JweKey:
     def __init__(self, raw: bytes) -> None:
         """Prefer :func:`derive_key`, which also accepts the service's 16-character key strings."""
         if not isinstance(raw, bytes) or len(raw) != 32:
-            raise ValueError("a JweKey needs exactly 32 raw bytes")
+            raise InvalidRequest("a JweKey needs exactly 32 raw bytes")
         self._mac = raw[:16]
         self._aes = algorithms.AES(raw[16:])
         self._cbc = _Cbc(self._aes)
@@ -219,7 +219,7 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
     if isinstance(key, str):
         raw = key.encode("utf-8")
         if len(raw) != 16:
-            raise ValueError(
+            raise InvalidRequest(
                 f"the encryption key string must be 16 bytes in UTF-8 (it is written twice to make the 32-byte "
                 f"A128CBC-HS256 key); this one is {len(raw)} bytes"
             )
@@ -227,9 +227,9 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
     if isinstance(key, bytes | bytearray | memoryview):
         raw = bytes(key)
         if len(raw) != 32:
-            raise ValueError(f"a raw encryption key must be 32 bytes; this one is {len(raw)} bytes")
+            raise InvalidRequest(f"a raw encryption key must be 32 bytes; this one is {len(raw)} bytes")
         return JweKey(raw)
-    raise TypeError(f"an encryption key must be a str, bytes or JweKey, not {type(key).__name__}")
+    raise InvalidArgumentType(f"an encryption key must be a str, bytes or JweKey, not {type(key).__name__}")
 
 
 # ----------------------------------------------------------------------------------------------- base64url
@@ -465,10 +465,12 @@ def encrypt(
         try:
             _check_header(protected)
         except (ValueError, TypeError, binascii.Error, _json.JSONDecodeError):
-            raise ValueError("protected must be the canonical base64url of a dir / A128CBC-HS256 JWE header") from None
+            raise InvalidRequest(
+                "protected must be the canonical base64url of a dir / A128CBC-HS256 JWE header"
+            ) from None
         aad = protected.encode("ascii")
     if kid is not None and (type(kid) is not str or not kid.isprintable()):
-        raise ValueError("kid must be a printable str")
+        raise InvalidRequest("kid must be a printable str")
     iv = os.urandom(16)
     view = memoryview(plaintext).cast("B")
     if view.nbytes >= _STEPS_MIN:

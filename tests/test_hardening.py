@@ -298,9 +298,9 @@ async def test_a_provider_returning_the_same_token_is_not_called_per_concurrent_
 async def test_bulk_helpers_refuse_a_closed_client_and_single_values_at_once() -> None:
     client = make("http://127.0.0.1:9")
     for single in ("doc-1", b"doc-1", Path("a.pdf")):
-        with pytest.raises(TypeError, match="iterable of many"):
+        with pytest.raises(ha.InvalidRequest, match="iterable"):
             client.documents.describe_many(single)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="iterable of many"):
+        with pytest.raises(ha.InvalidRequest, match="iterable"):
             client.documents.upload_many(single)  # type: ignore[arg-type]
     await client.aclose()
     with pytest.raises(ha.ClientClosedError):

@@ -51,6 +51,7 @@ from .._abha_input import (
     normalize_otp,
     normalize_txn_id,
 )
+from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, optional_header_value
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
@@ -177,6 +178,7 @@ class Abha(Resource):
 
     # -------------------------------------------------------------------- registration with Aadhaar
 
+    @checked
     async def aadhaar_init(
         self,
         aadhaar_number: str,
@@ -212,6 +214,7 @@ class Abha(Resource):
         )
         return structure(data, AadhaarInit)
 
+    @checked
     async def aadhaar_resend(
         self,
         txn_id: str,
@@ -230,6 +233,7 @@ class Abha(Resource):
         )
         return structure(data, OtpSent)
 
+    @checked
     async def aadhaar_verify(
         self,
         txn_id: str,
@@ -265,6 +269,7 @@ class Abha(Resource):
         )
         return structure(data, AbhaStep)
 
+    @checked
     async def aadhaar_mobile_verify(
         self,
         txn_id: str,
@@ -286,6 +291,7 @@ class Abha(Resource):
         )
         return structure(data, AbhaStep)
 
+    @checked
     async def aadhaar_mobile_resend(
         self,
         txn_id: str,
@@ -302,6 +308,7 @@ class Abha(Resource):
         )
         return structure(data, OtpSent)
 
+    @checked
     async def aadhaar_create(
         self,
         txn_id: str,
@@ -324,6 +331,7 @@ class Abha(Resource):
         )
         return structure(data, AbhaStep)
 
+    @checked
     async def auto_login(
         self,
         txn_id: str,
@@ -345,6 +353,7 @@ class Abha(Resource):
 
     # -------------------------------------------------------------------- registration with a mobile number
 
+    @checked
     async def mobile_init(
         self,
         mobile: str,
@@ -365,6 +374,7 @@ class Abha(Resource):
         )
         return structure(data, OtpSent)
 
+    @checked
     async def mobile_resend(
         self,
         txn_id: str,
@@ -380,6 +390,7 @@ class Abha(Resource):
         )
         return structure(data, OtpSent)
 
+    @checked
     async def mobile_verify(
         self,
         txn_id: str,
@@ -401,6 +412,7 @@ class Abha(Resource):
         )
         return structure(data, AbhaStep)
 
+    @checked
     async def mobile_create(
         self,
         txn_id: str,
@@ -431,6 +443,7 @@ class Abha(Resource):
 
     # -------------------------------------------------------------------- helpers (reads)
 
+    @checked
     async def address_exists(
         self,
         abha_address: str,
@@ -450,6 +463,7 @@ class Abha(Resource):
         )
         return parse_exists(data)
 
+    @checked
     async def suggest_addresses(
         self,
         txn_id: str,
@@ -494,6 +508,7 @@ class Abha(Resource):
 
     # -------------------------------------------------------------------- login
 
+    @checked
     async def login_methods(
         self,
         abha_address: str,
@@ -509,6 +524,7 @@ class Abha(Resource):
         )
         return structure(data, LoginMethods)
 
+    @checked
     async def login_init(
         self,
         method: LoginMethod | str,
@@ -553,6 +569,7 @@ class Abha(Resource):
         )
         return structure(data, OtpSent)
 
+    @checked
     async def login_verify(
         self,
         txn_id: str,
@@ -577,6 +594,7 @@ class Abha(Resource):
         )
         return structure(data, AbhaStep)
 
+    @checked
     async def login_phr(
         self,
         txn_id: str,
@@ -597,6 +615,7 @@ class Abha(Resource):
 
     # -------------------------------------------------------------------- guided flows (resources/_abha_flow.py)
 
+    @checked
     async def register_with_aadhaar(
         self,
         aadhaar_number: str,
@@ -629,6 +648,7 @@ class Abha(Resource):
             **options,
         )
 
+    @checked
     async def register_with_mobile(
         self,
         mobile: str,
@@ -650,6 +670,7 @@ class Abha(Resource):
             **options,
         )
 
+    @checked
     async def login(
         self,
         method: LoginMethod | str,
@@ -671,6 +692,7 @@ class Abha(Resource):
             **options,
         )
 
+    @checked
     def resume(self, state: Mapping[str, Any], *, clock: Callable[[], float] | None = None) -> AbhaFlow:
         """Rebuild a guided flow from its ``to_state()`` dict, in this or any other process; nothing is sent.
         :class:`~health_async.errors.InvalidRequest` (naming the field) when ``state`` is not one."""

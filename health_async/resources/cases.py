@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
+from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
 from .._constants import H_PT_ID
 from .._retry import RetryPolicy
@@ -29,6 +30,7 @@ class Cases(Resource):
     case with ``client.documents.update(document_id, cases=[...])`` or ``create(..., cases=[...])``.
     """
 
+    @checked
     async def pages(
         self,
         *,
@@ -60,6 +62,7 @@ class Cases(Resource):
         ):
             yield page
 
+    @checked
     async def list(
         self,
         *,
@@ -78,6 +81,7 @@ class Cases(Resource):
             for case in page.items:
                 yield case
 
+    @checked
     async def create(
         self,
         *,
@@ -134,6 +138,7 @@ class Cases(Resource):
             return cid  # an answer without the id: the case has the id that was sent
         raise ResponseValidationError("case_create: the response does not fit {id}: expected a JSON object")
 
+    @checked
     async def update(
         self,
         case_id: str,
@@ -183,6 +188,7 @@ class Cases(Resource):
         except ResponseValidationError:
             pass  # a 2XX whose body is not JSON: updated (the body is not used)
 
+    @checked
     async def delete(
         self,
         case_id: str,

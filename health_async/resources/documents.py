@@ -12,6 +12,7 @@ import attrs
 from .. import _constants as C
 from .. import _routes as R
 from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
+from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._files import FileInput, FileSource, StreamBody, multipart_body
 from .._retry import RetryPolicy
@@ -42,6 +43,7 @@ _TASK = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 class Documents(Resource):
     """Medical record documents (``/mr/api``)."""
 
+    @checked
     async def describe(
         self,
         document_id: str,
@@ -83,6 +85,7 @@ class Documents(Resource):
         # the fast decode's Document, or the JSON of a body it did not fit, for the tolerant converter
         return data if type(data) is Document else structure_document(data, document_id)
 
+    @checked
     async def result(
         self,
         document_id: str,
@@ -124,6 +127,7 @@ class Documents(Resource):
         )
         return structure(data, ProcessingResult, document_id=document_id)
 
+    @checked
     async def wait_for_result(
         self,
         document_id: str,
@@ -165,6 +169,7 @@ class Documents(Resource):
             fetch, document_id, timeout=deadline, policy=policy, request_timeout=self._session.config.timeout
         )
 
+    @checked
     async def upload(
         self,
         file: FileInput,
@@ -271,6 +276,7 @@ class Documents(Resource):
         )
         return structure(data, UploadResult)
 
+    @checked
     async def pages(
         self,
         *,
@@ -297,6 +303,7 @@ class Documents(Resource):
         ):
             yield page
 
+    @checked
     async def list(
         self,
         *,
@@ -316,6 +323,7 @@ class Documents(Resource):
             for item in page.items:
                 yield item
 
+    @checked
     def describe_many(
         self,
         ids: Iterable[str | DocumentListItem] | AsyncIterable[str | DocumentListItem],
@@ -369,6 +377,7 @@ class Documents(Resource):
             what="ids",
         )
 
+    @checked
     def upload_many(
         self,
         files: Iterable[FileInput] | AsyncIterable[FileInput],
@@ -468,6 +477,7 @@ class Documents(Resource):
             total=known_length(files) if total is None else total,
         )
 
+    @checked
     async def create(
         self,
         files: FileInput | Sequence[FileInput],
@@ -523,6 +533,7 @@ class Documents(Resource):
             timeout=timeout,
         )
 
+    @checked
     async def update(
         self,
         document_id: str,
@@ -567,6 +578,7 @@ class Documents(Resource):
             timeout=timeout,
         )
 
+    @checked
     async def delete(
         self,
         document_id: str,

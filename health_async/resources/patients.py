@@ -29,6 +29,7 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
+from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
@@ -91,6 +92,7 @@ _SCALARS = (str, int, float, bool, type(None))
 class Patients(Resource):
     """The patient directory (``/profiles/v1/patient``): create, read, list, search, update and archive patients."""
 
+    @checked
     async def create(
         self,
         *,
@@ -164,6 +166,7 @@ class Patients(Resource):
         )
         return structure(data, PatientCreated)
 
+    @checked
     async def get(
         self,
         oid: str,
@@ -194,6 +197,7 @@ class Patients(Resource):
         )
         return structure(data, Patient)
 
+    @checked
     def pages(
         self,
         *,
@@ -267,6 +271,7 @@ class Patients(Resource):
                 page_no += 1
             previous = oids
 
+    @checked
     def list(
         self,
         *,
@@ -299,6 +304,7 @@ class Patients(Resource):
         )
         return _items(pages)
 
+    @checked
     async def search(
         self,
         prefix: str,
@@ -332,6 +338,7 @@ class Patients(Resource):
         )
         return structure_patients(data, "search")
 
+    @checked
     async def by_mobile(
         self,
         mobile: str,
@@ -360,6 +367,7 @@ class Patients(Resource):
         )
         return structure_patients(data, "by-mobile")
 
+    @checked
     async def by_username(
         self,
         username: str,
@@ -386,6 +394,7 @@ class Patients(Resource):
         )
         return structure_patients(data, "by-username")
 
+    @checked
     async def update(
         self,
         oid: str,
@@ -448,6 +457,7 @@ class Patients(Resource):
             timeout=timeout,
         )
 
+    @checked
     async def archive(
         self,
         oid: str,

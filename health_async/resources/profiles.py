@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import _routes as R
+from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._retry import RetryPolicy
 from .._wire import structure
@@ -21,6 +22,7 @@ __all__ = ["Profiles"]
 class Profiles(Resource):
     """EMR user profiles (``/profiles/v1/emr-user``)."""
 
+    @checked
     async def get(
         self,
         oid: str,
@@ -50,6 +52,7 @@ class Profiles(Resource):
         )
         return structure(data, Profile)
 
+    @checked
     async def update(
         self,
         oid: str,
