@@ -1,10 +1,10 @@
 """Argument types checked from the annotations, at the call: the one place where a wrong type becomes
-:class:`~health_async.errors.InvalidRequest`.
+:class:`~health_async.errors.InvalidArgumentType` (an ``InvalidRequest``, still a ``TypeError``).
 
 Every public method of a resource wears :func:`checked`. Before the method runs (so before anything is sent), each
 argument the caller passed is checked against the method's own annotation: ``None`` where the annotation does
 not allow it, an ``int`` for a ``str`` id, a ``str`` for a count, a ``bool`` for a number... raise
-``InvalidRequest("<name> must be a str, not int")``, naming the parameter and the type, never the value (it may
+``InvalidArgumentType("<name> must be a str, not an int")``, naming the parameter and the type, never the value (it may
 be an Aadhaar number or a token). What a value must look like beyond its type (an OTP's six digits, a path
 segment's characters) stays with each method, next to the rule it follows.
 
@@ -19,6 +19,8 @@ Judgement calls:
   at the call, not at the first ``async for`` step.
 * Annotations are resolved at the first call (some name types imported only for type checkers); the plan is
   cached on the wrapper. :func:`plan_of` resolves it eagerly, for the test that walks every method.
+* The wrapper is generated with the method's own signature, like the wire structurers (``_wire``): a check
+  costs about one set lookup per argument passed (0.4 us a call here, against 3 us for a ``*args`` wrapper).
 """
 
 from __future__ import annotations
@@ -125,81 +127,123 @@ def _check_of(annotation: Any) -> Check:
 
 
 class _Plan:
-    """The checks of one function: by position (after ``self``) and by keyword."""
+    """The checks of one function, in the order of its parameters after ``self``, and by keyword (with the keys of
+    an ``**options: Unpack[TypedDict]``)."""
 
-    __slots__ = ("by_name", "positional")
+    __slots__ = ("by_name", "checks", "fast")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         hints = typing.get_type_hints(func)
-        positional: list[tuple[str, Check]] = []
+        checks: list[Check] = []
         by_name: dict[str, Check] = {}
         for param in list(inspect.signature(func).parameters.values())[1:]:
             annotation = hints.get(param.name, Any)
+            check = _ANY
             if param.kind is param.VAR_KEYWORD:
                 unpacked = typing.get_args(annotation)
                 if typing.get_origin(annotation) is typing.Unpack and unpacked:
                     for key, value in typing.get_type_hints(unpacked[0]).items():
                         by_name[key] = _check_of(value)
-                continue
-            if param.kind is param.VAR_POSITIONAL:
-                continue
-            check = _check_of(annotation)
-            if param.kind is not param.KEYWORD_ONLY:
-                positional.append((param.name, check))
-            by_name[param.name] = check
-        self.positional: tuple[tuple[str, Check], ...] = tuple(positional)
+            elif param.kind is not param.VAR_POSITIONAL:
+                check = by_name[param.name] = _check_of(annotation)
+            checks.append(check)
         self.by_name = by_name
-
-    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        for (name, check), value in zip(self.positional, args[1:], strict=False):
-            _one(name, check, value)
-        by_name = self.by_name
-        for name, value in kwargs.items():
-            found = by_name.get(name)
-            if found is not None:
-                _one(name, found, value)
+        #: per parameter: (the check, the classes that pass on their exact type: the fast path)
+        self.checks: tuple[Check, ...] = tuple(checks)
+        self.fast: tuple[frozenset[type], ...] = tuple(_exact(kinds) for kinds, _ in checks)
 
 
-def _one(name: str, check: Check, value: Any) -> None:
+_CONCRETE: Final = (list, tuple, dict, set, frozenset)
+
+
+def _exact(kinds: tuple[type, ...] | None) -> frozenset[type]:
+    """The classes that pass a check by their exact type (no ``isinstance`` needed)."""
+    if kinds is None:
+        return frozenset()
+    out = {kind for kind in kinds if not isinstance(kind, abc.ABCMeta)}
+    out.update(c for c in _CONCRETE for kind in kinds if isinstance(kind, abc.ABCMeta) and issubclass(c, kind))
+    return frozenset(out)
+
+
+def _slow(check: Check, name: str, value: Any) -> None:
+    """The check past the fast path: subclasses, ABCs, and the refusal."""
     kinds, said = check
     if kinds is None or (isinstance(value, kinds) and ((value is not True and value is not False) or bool in kinds)):
         return
     raise InvalidArgumentType(f"{name} must be {said}, not {_name(type(value))}")
 
 
+def _options(plan: _Plan, options: dict[str, Any]) -> None:
+    """The checks of ``**options`` keys (an unknown key is left to the function: Python's ``TypeError``)."""
+    for name, value in options.items():
+        check = plan.by_name.get(name)
+        if check is not None:
+            _slow(check, name, value)
+
+
 def plan_of(func: Callable[..., Any]) -> _Plan:
-    """The checks :func:`checked` applies to ``func`` (resolved now; raises ``TypeError`` for an annotation that
-    has no runtime check)."""
-    plan = getattr(func, "__health_checks__", None)
-    if plan is None:
-        plan = _Plan(inspect.unwrap(func))
-        func.__health_checks__ = plan  # type: ignore[attr-defined]
-    return cast(_Plan, plan)
+    """The checks :func:`checked` applies to ``func``, resolved now (``TypeError`` for an annotation that has no
+    runtime check: a library bug, found by the test that walks every method)."""
+    resolve = getattr(func, "__health_checks__", None)
+    if resolve is None:
+        raise TypeError(f"{func.__qualname__} is not @checked")
+    return cast(_Plan, resolve())
 
 
 def checked(func: F) -> F:
-    """Check the types of the arguments a caller passes to ``func`` against its annotations (see the module)."""
-    plan: list[_Plan] = []
+    """Check the types of the arguments a caller passes to ``func`` against its annotations (see the module).
 
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not plan:
-            plan.append(plan_of(wrapper))
-        plan[0].check(args, kwargs)
+    The wrapper is generated with ``func``'s own signature (no ``*args``/``**kwargs`` packing), so a check costs
+    about one set lookup per argument passed; the plan is resolved at the first call."""
+    box: list[_Plan] = []
 
-    wrapper: Callable[..., Any]
-    if inspect.iscoroutinefunction(func):
+    def resolve() -> _Plan:
+        if not box:
+            box.append(_Plan(func))
+        return box[0]
 
-        @functools.wraps(func)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
-            return await func(*args, **kwargs)
-
-    else:
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            check(args, kwargs)
-            return func(*args, **kwargs)
-
-    wrapper.__health_checked__ = True  # type: ignore[attr-defined]
+    params = list(inspect.signature(func).parameters.values())
+    namespace: dict[str, Any] = {"__f": func, "__box": box, "__resolve": resolve, "__slow": _slow, "__opts": _options}
+    signature = [params[0].name]
+    call = [params[0].name]
+    body: list[str] = []
+    star = False
+    for index, param in enumerate(params[1:]):
+        name = param.name
+        if param.kind is param.VAR_POSITIONAL:
+            signature.append(f"*{name}")
+            call.append(f"*{name}")
+            star = True
+            continue
+        if param.kind is param.VAR_KEYWORD:
+            signature.append(f"**{name}")
+            call.append(f"**{name}")
+            body.append(f"    if {name}: __opts(__p, {name})")
+            continue
+        if param.kind is param.KEYWORD_ONLY and not star:
+            signature.append("*")
+            star = True
+        test = f"{name}.__class__ not in __x[{index}]"
+        if param.default is param.empty:
+            signature.append(name)
+        else:
+            namespace[f"__d{index}"] = param.default
+            signature.append(f"{name}=__d{index}")
+            test = f"{name} is not __d{index} and {test}"
+        call.append(f"{name}={name}" if param.kind is param.KEYWORD_ONLY else name)
+        body.append(f"    if {test}: __slow(__p.checks[{index}], {name!r}, {name})")
+    run = "return await __f" if inspect.iscoroutinefunction(func) else "return __f"
+    source = "\n".join(
+        [
+            f"{'async ' if inspect.iscoroutinefunction(func) else ''}def {func.__name__}({', '.join(signature)}):",
+            "    __p = __box[0] if __box else __resolve()",
+            "    __x = __p.fast",
+            *body,
+            f"    {run}({', '.join(call)})",
+        ]
+    )
+    exec(compile(source, f"<checked {func.__qualname__}>", "exec"), namespace)  # our own source, built above
+    wrapper: Any = functools.wraps(func)(namespace[func.__name__])
+    wrapper.__health_checks__ = resolve
+    wrapper.__health_checked__ = True
     return cast(F, wrapper)
