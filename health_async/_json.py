@@ -1,7 +1,7 @@
 """The library's JSON, in one place: msgspec's C encoder and decoder.
 
 msgspec is a runtime dependency for the typed fast decode of document descriptions (see
-:mod:`health_async._convert`); it encodes and decodes plain JSON as fast as any library, so it does that too and
+:mod:`health_async._wire`); it encodes and decodes plain JSON as fast as any library, so it does that too and
 the package needs no second JSON library. ``dumps`` gives compact UTF-8 bytes (keys in insertion order);
 ``loads`` takes ``bytes`` or ``str``; a malformed document raises :class:`JSONDecodeError` (a ``ValueError``),
 and so does one nested too deeply (msgspec raises ``RecursionError`` there: a hostile body must not escape as

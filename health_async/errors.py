@@ -63,6 +63,8 @@ __all__ = [
     "DocumentNotFound",
     "EncryptionError",
     "FileTooLarge",
+    "FlowStateExpired",
+    "FlowStateInvalid",
     "HealthError",
     "InvalidAadhaarNumber",
     "InvalidAbhaAddress",
@@ -408,6 +410,15 @@ class InvalidAbhaAddress(InvalidRequest):
 class InvalidFlowStep(InvalidRequest):
     """A call of a guided flow that does not fit its current step; nothing was sent. The message names the step
     the flow expects."""
+
+
+class FlowStateInvalid(InvalidRequest):
+    """A sealed flow state (``to_state(seal=key)``) that does not open: changed, truncated, made with another key
+    or not made by this library. The message never shows the state or the key."""
+
+
+class FlowStateExpired(FlowStateInvalid):
+    """A true sealed flow state past its ``max_age``: start the flow again."""
 
 
 class ResendTooSoon(InvalidRequest):

@@ -58,13 +58,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, Unpack, overload
 
+from .. import _json, _seal
 from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_txn_id
 from .._logging import logger
 from ..errors import (
     AbhaRateLimited,
     AccountLikelyCreated,
+    FlowStateInvalid,
     InvalidFlowStep,
     InvalidRequest,
     OutcomeUnknown,
@@ -109,6 +111,10 @@ DEFAULT_RESEND_INTERVAL: Final = 60.0
 DEFAULT_MAX_RESENDS: Final = 2
 #: Version of the :meth:`AbhaFlow.to_state` layout.
 STATE_VERSION: Final = 1
+#: Seconds a sealed state opens (``to_state(seal=key)``): about the life of an ABDM transaction.
+DEFAULT_STATE_MAX_AGE: Final = 1800.0
+#: What a sealed flow state is for: a blob sealed for anything else never opens as one.
+_SEAL_PURPOSE: Final = b"health_async.abha_flow_state"
 
 #: A clock: seconds since the epoch (wall-clock, so that a state makes sense on another worker).
 Clock = Callable[[], float]
@@ -415,9 +421,23 @@ class AbhaFlow:
 
     # -------------------------------------------------------------------- state
 
-    def to_state(self) -> dict[str, Any]:
+    @overload
+    def to_state(self) -> dict[str, Any]: ...
+    @overload
+    def to_state(self, *, seal: bytes, max_age: float = DEFAULT_STATE_MAX_AGE) -> str: ...
+
+    def to_state(self, *, seal: bytes | None = None, max_age: float = DEFAULT_STATE_MAX_AGE) -> dict[str, Any] | str:
         """The flow as a plain JSON-able dict, for the backend to keep **server-side** between requests (a
         session store, a database row); rebuild it with ``client.abha.resume(state)`` on any worker.
+
+        With ``seal=key`` (16, 24 or 32 secret bytes, e.g. ``os.urandom(32)`` kept in the backend's secrets), the
+        same dict comes back **sealed**: a cookie-safe ``str``, encrypted and authenticated (AES-GCM), that
+        expires ``max_age`` seconds from now (default 30 minutes, about an ABDM transaction's life; the flow's
+        clock). Rebuild it with ``client.abha.resume(state, seal=key)``; a changed, truncated or foreign one is
+        :class:`~health_async.errors.FlowStateInvalid`, an expired one
+        :class:`~health_async.errors.FlowStateExpired`. One key (no key list): to rotate, keep resuming with the
+        old key until ``max_age`` has passed. The sealed form still lets whoever holds it continue the flow
+        until it expires, like a session cookie: send it only over HTTPS, ``HttpOnly``, ``Secure``.
 
         It holds: ``version`` (layout, 1), ``kind`` (``aadhaar_registration``, ``mobile_registration``,
         ``login``), ``step`` (a :class:`~health_async.models.FlowStep` value), ``revision`` (incremented at every
@@ -432,9 +452,15 @@ class AbhaFlow:
 
         It never holds an OTP, a token, the Aadhaar number or the unmasked mobile number. It is still
         **sensitive**: the ``txn_id`` lets whoever holds it continue the person's registration or login, and the
-        accounts name the person. Keep it server-side (never in a cookie, URL or client-visible form field), tie
-        it to the person's session, and drop it when the flow ends.
+        accounts name the person. Keep the plain dict server-side (never in a cookie, URL or client-visible form
+        field), or seal it; tie it to the person's session, and drop it when the flow ends.
         """
+        state = self._state()
+        if seal is None:
+            return state
+        return _seal.seal(_json.dumps(state), seal, purpose=_SEAL_PURPOSE, now=self._clock(), max_age=max_age)
+
+    def _state(self) -> dict[str, Any]:
         return {
             "version": STATE_VERSION,
             "kind": self.kind,
@@ -806,9 +832,23 @@ def _accounts(value: Any) -> tuple[AbhaProfileSummary, ...]:
     return tuple(out)
 
 
-def resume(abha: Abha, state: Mapping[str, Any], *, clock: Clock | None = None) -> AbhaFlow:
-    """Rebuild a flow from :meth:`AbhaFlow.to_state` (nothing is sent). Raises
-    :class:`~health_async.errors.InvalidRequest` naming the field when the state is not one (never its value)."""
+def resume(
+    abha: Abha, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Clock | None = None
+) -> AbhaFlow:
+    """Rebuild a flow from :meth:`AbhaFlow.to_state` (nothing is sent): its dict, or with ``seal=key`` its sealed
+    ``str``. Raises :class:`~health_async.errors.InvalidRequest` naming the field when the state is not one (never
+    its value); :class:`~health_async.errors.FlowStateInvalid` / :class:`~health_async.errors.FlowStateExpired`
+    for a sealed one that does not open or has expired."""
+    if seal is not None:
+        if not isinstance(state, str):
+            raise InvalidRequest("with seal=, state must be the str of to_state(seal=key)")
+        plain = _seal.open_sealed(state, seal, purpose=_SEAL_PURPOSE, now=(clock or time.time)())
+        try:
+            state = _json.loads(plain)
+        except ValueError:  # pragma: no cover - authenticated: only this library's own JSON opens
+            raise FlowStateInvalid("the sealed state does not hold a flow state") from None
+    elif isinstance(state, str):
+        raise InvalidRequest("a sealed state (a str) needs seal=key, the key it was sealed with")
     if not isinstance(state, Mapping):
         raise InvalidRequest("state must be the dict of a flow's to_state()")
     if state.get("version") != STATE_VERSION:

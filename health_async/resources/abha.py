@@ -693,7 +693,17 @@ class Abha(Resource):
         )
 
     @checked
-    def resume(self, state: Mapping[str, Any], *, clock: Callable[[], float] | None = None) -> AbhaFlow:
+    def resume(
+        self,
+        state: Mapping[str, Any] | str,
+        *,
+        seal: bytes | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> AbhaFlow:
         """Rebuild a guided flow from its ``to_state()`` dict, in this or any other process; nothing is sent.
-        :class:`~health_async.errors.InvalidRequest` (naming the field) when ``state`` is not one."""
-        return _abha_flow.resume(self, state, clock=clock)
+        :class:`~health_async.errors.InvalidRequest` (naming the field) when ``state`` is not one.
+
+        A sealed state (``flow.to_state(seal=key)``, a ``str``) needs the same ``seal=key``;
+        :class:`~health_async.errors.FlowStateInvalid` when it does not open (changed, truncated, another key),
+        :class:`~health_async.errors.FlowStateExpired` past its ``max_age`` (on ``clock``, wall-clock seconds)."""
+        return _abha_flow.resume(self, state, seal=seal, clock=clock)
