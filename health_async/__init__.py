@@ -13,7 +13,9 @@ Layout (one concern, one place; private ``_modules`` are machinery, public ones 
       _routes.py                     every path the client calls, in one place
       _wire.py                       wire declarations -> parsing: every tolerant rule, once per type
       _plain.py                      models -> plain data for output (CLI, ingest)
+      _checks.py                     argument types, checked from each public method's annotations
       _aadhaar.py  _mobile.py  _abha_input.py   input rules, checked before anything is sent
+      _seal.py                       sealed blobs (a flow's state in a cookie): AES-GCM, expiry
       models/      one module per domain: the attrs models, each field's wire name declared beside it
       resources/   one module per domain: its calls and their paths; a guided flow is a state machine beside
                    its resource (_abha_flow.py)
