@@ -6,6 +6,7 @@
     health-async ingest upload DIR_OR_LIST --out uploads.jsonl [--journal ...] [--wait] [--tasks smart]
     health-async ingest ... --engine ray [--ray-address auto] [--workers N]
     health-async ingest status --journal ingest.db
+    health-async ingest export --journal ingest.db --to results.parquet|results.csv
 
 The job builds its own client(s) (from the connection flags and the environment), so ``ingest`` is in
 :data:`NO_CLIENT`. Exit status: 0 when every item is done, 1 when any failed or is of unknown outcome, 2 for a
@@ -76,10 +77,14 @@ def _tasks(values: list[str] | None) -> tuple[str, ...]:
 
 
 async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | None = None) -> int:  # noqa: ARG001
-    """Run ``ingest describe|upload|status``."""
+    """Run ``ingest describe|upload|status|export``."""
     from ..ingest import IngestJob
 
     stream = err or sys.stderr
+    if args.ingest_command == "export":
+        documents, items = await IngestJob.export(args.journal, args.to)
+        stream.write(f"exported {documents} documents and {items} report items\n")
+        return 0
     if args.ingest_command == "status":
         status = await IngestJob.status(args.journal)
         if args.json:
@@ -222,4 +227,8 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     s = isub.add_parser("status", help="done / failed / pending / unknown outcome of a journal")
     s.add_argument("--journal", required=True, help="the job's journal file")
     s.add_argument("--json", action="store_true", help="one JSON object instead of text")
+
+    e = isub.add_parser("export", help="a journal's results as two tables: documents and report items")
+    e.add_argument("--journal", required=True, help="the job's journal file")
+    e.add_argument("--to", required=True, help="results.csv or results.parquet (items go beside: results.items.*)")
     return {"ingest": cmd_ingest}

@@ -13,7 +13,9 @@ import attrs
 from .._progress import Progress
 from ..errors import InvalidRequest
 from ..resources.documents import task_params
+from . import _export
 from ._engine import ClientFactory, Engine, LocalEngine
+from ._export import ExportFormat
 from ._input import check_input, input_mark, read_input
 from ._journal import IngestStatus, Journal, ScanResult
 from ._work import JobSpec, WorkItem, WorkResult
@@ -248,6 +250,19 @@ class IngestJob:
         listed in file ``source``, into ``out``: ``{"key", "index", "upload": {"document_id"}}`` lines (with
         ``"processing"`` when ``wait``), or ``{"key", "index", "error"}``. Options as for :class:`IngestJob`."""
         return cls("upload", source, out=out, **options)
+
+    @staticmethod
+    async def export(
+        journal: str | os.PathLike[str], to: str | os.PathLike[str], *, format: ExportFormat | None = None
+    ) -> tuple[int, int]:
+        """Write the job's results as two flat tables (see :mod:`health_async.ingest._export` for the columns and
+        their types): ``to`` (one row per item: document id, type, date, files, status or error) and, beside it,
+        ``<stem>.items.<suffix>`` (one row per smart-report item). CSV with the standard library; Parquet with
+        ``pyarrow`` (``pip install 'health_async[parquet]'``). The format comes from the suffix or ``format``.
+        Streams in constant memory; reads the journal without changing it. Returns (document rows, item rows).
+
+        Judgement call: a static method on the journal's path, like :meth:`status`: an export needs no client."""
+        return await asyncio.to_thread(_export.export, journal, to, format=format)
 
     @staticmethod
     async def status(journal: str | os.PathLike[str]) -> IngestStatus:

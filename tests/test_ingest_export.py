@@ -1,0 +1,176 @@
+"""``ingest export``: a journal's results as two flat tables (documents, report items), CSV or Parquet, streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import sqlite3
+import subprocess
+import sys
+import tracemalloc
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from health_async import HealthClient, InvalidRequest, RetryPolicy, cli
+from health_async.ingest import IngestJob, _export
+from health_async.ingest._export import DOCUMENT_COLUMNS, ITEM_COLUMNS, export
+from health_async.testing import FakeHealthServer
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeHealthServer]:
+    async with FakeHealthServer(users=1, documents_per_user=30) as srv:
+        yield srv
+
+
+@pytest.fixture
+async def job(server: FakeHealthServer, tmp_path: Path) -> tuple[Path, Path]:
+    """A finished describe job over the fake's documents and one id that does not exist: (journal, output)."""
+    user = server.data.user_ids[0]
+    ids = [*server.data.document_ids(user), "no-such-doc"]
+    (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
+    out, journal = tmp_path / "docs.jsonl", tmp_path / "j.db"
+    async with HealthClient(base_url=server.url, token=server.token, user_id=user, retry=NO_RETRY) as client:
+        await IngestJob.describe(tmp_path / "ids.txt", out=out, journal=journal, client=client, concurrency=8).run()
+    return journal, out
+
+
+def expected(out: Path) -> tuple[dict[str, dict[str, Any]], list[tuple[Any, ...]]]:
+    """What the tables must say, read independently from the job's own output lines."""
+    docs: dict[str, dict[str, Any]] = {}
+    items: list[tuple[Any, ...]] = []
+    for raw in out.read_bytes().splitlines():
+        line = orjson.loads(raw)
+        docs[line["key"]] = line
+        report = (line.get("document") or {}).get("smart_report") or {}
+        for verified, name in ((True, "verified"), (False, "unverified")):
+            for item in report.get(name) or ():
+                items.append(
+                    (line["key"], item["name"], item["value"], item["unit"], item["range"], item["flag"], verified)
+                )
+    return docs, items
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _none(value: str) -> str | None:
+    return value or None
+
+
+async def test_csv_has_one_row_per_item_and_one_per_report_value(job: tuple[Path, Path], tmp_path: Path) -> None:
+    journal, out = job
+    docs, items = expected(out)
+    counts = await IngestJob.export(journal, tmp_path / "results.csv")
+    rows, item_rows = read_csv(tmp_path / "results.csv"), read_csv(tmp_path / "results.items.csv")
+    assert counts == (len(rows), len(item_rows)) and len(rows) == len(docs) == 31
+    assert list(rows[0]) == list(DOCUMENT_COLUMNS) and list(item_rows[0]) == list(ITEM_COLUMNS)
+    for row in rows:
+        line = docs[row["key"]]
+        if row["key"] == "no-such-doc":
+            assert row["status"] == "failed" and row["error_type"] == "DocumentNotFound" and row["error"]
+            assert row["document_id"] == "" and row["report_items"] == ""
+            continue
+        doc = line["document"]
+        assert row["status"] == "done" and row["error_type"] == "" and row["error"] == ""
+        assert row["document_id"] == doc["document_id"] == row["key"]
+        assert _none(row["document_type"]) == doc["document_type"]
+        assert int(row["files"]) == len(doc["files"])
+        assert int(row["index"]) == line["index"]
+        if doc["document_date_epoch"] is not None:
+            assert row["document_date"].endswith("+00:00")
+    got = [
+        (r["document_id"], _none(r["name"]), _none(r["value"]), _none(r["unit"]), _none(r["range"]), r["flag"],
+         r["verified"] == "True")
+        for r in item_rows
+    ]  # fmt: skip
+    assert sorted(got, key=repr) == sorted(items, key=repr) and items
+
+
+async def test_parquet_has_the_same_rows_with_typed_columns(job: tuple[Path, Path], tmp_path: Path) -> None:
+    journal, out = job
+    docs, items = expected(out)
+    await IngestJob.export(journal, tmp_path / "results.parquet")
+    table = pq.read_table(tmp_path / "results.parquet")
+    item_table = pq.read_table(tmp_path / "results.items.parquet")
+    assert table.column_names == list(DOCUMENT_COLUMNS) and item_table.column_names == list(ITEM_COLUMNS)
+    assert str(table.schema.field("index").type) == "int64" and str(item_table.schema.field("verified").type) == "bool"
+    rows = table.to_pylist()
+    assert {r["key"] for r in rows} == set(docs)
+    assert next(r for r in rows if r["status"] != "done")["error_type"] == "DocumentNotFound"
+    got = [tuple(r[c] for c in ITEM_COLUMNS) for r in item_table.to_pylist()]
+    assert sorted(got, key=repr) == sorted(items, key=repr)
+
+
+async def test_the_command_line_exports(
+    job: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    journal, _ = job
+    argv = ["ingest", "export", "--journal", str(journal), "--to", str(tmp_path / "r.csv")]
+    status = await asyncio.to_thread(cli.main, argv)  # the CLI runs its own event loop
+    assert status == 0 and (tmp_path / "r.items.csv").exists()
+    assert "exported 31 documents" in capsys.readouterr().err
+
+
+async def test_bad_requests_are_refused_before_writing(job: tuple[Path, Path], tmp_path: Path) -> None:
+    journal, _ = job
+    with pytest.raises(InvalidRequest, match=r"\.csv or \.parquet"):
+        await IngestJob.export(journal, tmp_path / "results.xlsx")
+    with pytest.raises(InvalidRequest, match="does not exist"):
+        await IngestJob.export(tmp_path / "nope.db", tmp_path / "r.csv")
+    (tmp_path / "other.db").write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(InvalidRequest, match="not an ingest journal"):
+        await IngestJob.export(tmp_path / "other.db", tmp_path / "r.csv")
+    assert not (tmp_path / "results.xlsx").exists() and not (tmp_path / "r.csv").exists()
+
+
+def _synthetic_journal(tmp_path: Path, n: int) -> Path:
+    """A finished describe journal of ``n`` documents of 3 report items each, written directly."""
+    out = tmp_path / "big.jsonl"
+    item = {"name": "Hb", "value": "13.5", "unit": "g/dL", "range": "13-17", "flag": "NORMAL", "result_id": None}
+    with open(out, "wb") as f:
+        for i in range(n):
+            doc = {"document_id": f"d{i}", "document_type": "lr", "document_date_epoch": 1_700_000_000,
+                   "files": [{}], "smart_report": {"verified": [item, item], "unverified": [item]}}  # fmt: skip
+            f.write(orjson.dumps({"key": f"d{i}", "index": i, "document": doc}) + b"\n")
+    db = sqlite3.connect(tmp_path / "big.db")
+    db.executescript("CREATE TABLE items (key TEXT PRIMARY KEY, idx INTEGER, state TEXT, retryable INTEGER, line BLOB);"
+                     "CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT);")  # fmt: skip
+    db.executemany(
+        "INSERT INTO meta VALUES (?, ?)", [("op", "describe"), ("out", str(out)), ("offset", str(out.stat().st_size))]
+    )
+    db.executemany("INSERT INTO items VALUES (?, ?, 'done', 0, NULL)", ((f"d{i}", i) for i in range(n)))
+    db.commit()
+    db.close()
+    return tmp_path / "big.db"
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_memory_stays_flat_over_many_rows(tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_export, "BATCH", 500)  # both journals span many row groups
+    (tmp_path / "s").mkdir()
+    (tmp_path / "b").mkdir()
+    small = _synthetic_journal(tmp_path / "s", 2_000)
+    big = _synthetic_journal(tmp_path / "b", 30_000)
+    peaks = []
+    for journal in (small, big):
+        tracemalloc.start()
+        counts = export(journal, journal.parent / f"r.{suffix}")
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert counts[1] == 3 * counts[0]
+    assert peaks[1] < 2 * peaks[0] + 1_000_000, peaks  # 15x the rows, not 15x the memory
+
+
+def test_import_health_async_never_imports_pyarrow() -> None:
+    code = "import sys, health_async, health_async.ingest; assert 'pyarrow' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
