@@ -29,10 +29,10 @@ from health_async.models._documents import decode_document, structure_document
 from health_async.models._patients import structure_patients
 from health_async.models._records import PresignedBatch
 
-VENDOR = Path(__file__).resolve().parents[2] / "shared" / "spec" / "vendor"
+#: Copies of the vendor's OpenAPI files (shared/spec/vendor), kept in the repository so that CI runs this test
+#: on a clean clone rather than skipping it; refresh them with the vendor's when those change.
+VENDOR = Path(__file__).resolve().parent / "data" / "vendor"
 FILES = ("records.yaml", "patient_directory.yml", "registration.yml", "authorization.yml")
-
-pytestmark = pytest.mark.skipif(not VENDOR.is_dir(), reason="the vendor's files (shared/spec/vendor) are not beside")
 
 
 def _document(data: Any) -> object:
