@@ -176,19 +176,32 @@ def _done_row(line: dict[str, Any], items: list[Row]) -> Row:
             error.get("message"))  # fmt: skip
 
 
+def _batches(documents: Iterator[Row], items: list[Row]) -> Iterator[tuple[list[Row], list[Row]]]:
+    """Both tables in batches of about :data:`BATCH` rows: a document's report items come in its batch (``items``
+    is filled by the ``documents`` stream as it goes). The last batch may be empty."""
+    batch: list[Row] = []
+    pending: list[Row] = []
+    for row in documents:
+        batch.append(row)
+        if items:
+            pending.extend(items)
+            items.clear()
+        if len(batch) >= BATCH or len(pending) >= BATCH:
+            yield batch, pending
+            batch, pending = [], []
+    yield batch, pending
+
+
 def _write_csv(target: Path, items_path: Path, documents: Iterator[Row], items: list[Row]) -> tuple[int, int]:
     n_docs = n_items = 0
     with open(target, "w", newline="", encoding="utf-8") as d, open(items_path, "w", newline="", encoding="utf-8") as i:
         doc_writer, item_writer = csv.writer(d), csv.writer(i)
         doc_writer.writerow(DOCUMENT_COLUMNS)
         item_writer.writerow(ITEM_COLUMNS)
-        for row in documents:
-            doc_writer.writerow(row)
-            n_docs += 1
-            if items:
-                item_writer.writerows(items)
-                n_items += len(items)
-                items.clear()
+        for doc_rows, item_rows in _batches(documents, items):
+            doc_writer.writerows(doc_rows)
+            item_writer.writerows(item_rows)
+            n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
     return n_docs, n_items
 
 
@@ -204,34 +217,13 @@ def _write_parquet(target: Path, items_path: Path, documents: Iterator[Row], ite
     item_schema = pa.schema([(name, pa.bool_() if name == "verified" else pa.string()) for name in ITEM_COLUMNS])
     n_docs = n_items = 0
     with pq.ParquetWriter(target, doc_schema) as doc_writer, pq.ParquetWriter(items_path, item_schema) as item_writer:
-        batch: list[Row] = []
-        pending: list[Row] = []
-
-        def flush_docs() -> None:
-            doc_writer.write_table(
-                pa.Table.from_pylist([dict(zip(DOCUMENT_COLUMNS, r, strict=True)) for r in batch], doc_schema)
-            )
-            batch.clear()
-
-        def flush_items() -> None:
-            item_writer.write_table(
-                pa.Table.from_pylist([dict(zip(ITEM_COLUMNS, r, strict=True)) for r in pending], item_schema)
-            )
-            pending.clear()
-
-        for row in documents:
-            batch.append(row)
-            n_docs += 1
-            if items:
-                pending.extend(items)
-                n_items += len(items)
-                items.clear()
-            if len(batch) >= BATCH:
-                flush_docs()
-            if len(pending) >= BATCH:
-                flush_items()
-        if batch or not n_docs:
-            flush_docs()
-        if pending or not n_items:
-            flush_items()
+        for doc_rows, item_rows in _batches(documents, items):
+            for writer, columns, schema, rows in (
+                (doc_writer, DOCUMENT_COLUMNS, doc_schema, doc_rows),
+                (item_writer, ITEM_COLUMNS, item_schema, item_rows),
+            ):
+                if rows:
+                    table = pa.Table.from_pylist([dict(zip(columns, r, strict=True)) for r in rows], schema)
+                    writer.write_table(table)
+            n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
     return n_docs, n_items
