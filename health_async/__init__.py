@@ -1,14 +1,14 @@
 """``health_async``: an asyncio-first client for the Health Records, ABHA registration and Profile service.
 
 Start with :class:`HealthClient`; errors are in :mod:`health_async.errors`, models in
-:mod:`health_async.models`, payload encryption in :mod:`health_async.jwe`, a fake server for tests in
-:mod:`health_async.testing`, signed webhooks in :mod:`health_async.webhooks`, resumable ingestion in
-:mod:`health_async.ingest`.
+:mod:`health_async.models`, payload encryption in :mod:`health_async.jwe`, ABDM's health-data encryption in
+:mod:`health_async.abdm_crypto`, a fake server for tests in :mod:`health_async.testing`, signed webhooks in
+:mod:`health_async.webhooks`, resumable ingestion in :mod:`health_async.ingest`.
 
 Layout (one concern, one place; private ``_modules`` are machinery, public ones are what users import)::
 
     health_async/
-      __init__.py  errors.py  jwe.py  webhooks.py  cli.py      the public surface
+      __init__.py  errors.py  jwe.py  abdm_crypto.py  webhooks.py  cli.py   the public surface
       _client.py  _session.py  _auth.py  _retry.py  _limits.py  the transport: one request chokepoint
       _routes.py                     every path the client calls, in one place
       _wire.py                       wire declarations -> parsing: every tolerant rule, once per type

@@ -1,0 +1,123 @@
+"""ABDM's ECDH encryption against the vendor's own implementation (``abdm-ecdh``), both ways, both key encodings."""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+import abdm_ecdh
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from health_async import abdm_crypto
+from health_async.abdm_crypto import KeyMaterial, N
+from health_async.errors import EncryptionError, InvalidRequest
+
+BUNDLE = '{"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Observation", "value": "13.5"}}]}'
+
+
+def _vendor_public(material: abdm_ecdh.KeyMaterial, x509: bool) -> str:
+    return str(material.x509_public_key if x509 else material.public_key)
+
+
+@pytest.mark.parametrize("their_x509", [False, True], ids=["their point", "their x509"])
+@pytest.mark.parametrize("our_x509", [False, True], ids=["our point", "our x509"])
+def test_ours_opens_with_theirs_and_theirs_with_ours(our_x509: bool, their_x509: bool) -> None:
+    ours, theirs = KeyMaterial.generate(), abdm_ecdh.generate_key_material()
+    our_public = ours.x509_public_key if our_x509 else ours.public_key
+    # we are the HIP (sender), they the HIU (requester)
+    sent = ours.encrypt(BUNDLE, peer_public_key=_vendor_public(theirs, their_x509), peer_nonce=theirs.nonce)
+    opened = abdm_ecdh.decrypt(sent, ours.nonce, theirs.nonce, theirs.private_key, our_public)
+    assert opened.decrypted_data == BUNDLE
+    # they are the sender, we the requester
+    theirs_sent = abdm_ecdh.encrypt(BUNDLE, theirs.nonce, ours.nonce, theirs.private_key, our_public)
+    got = ours.decrypt(
+        theirs_sent.encrypted_data, peer_public_key=_vendor_public(theirs, their_x509), peer_nonce=theirs.nonce
+    )
+    assert got == BUNDLE.encode()
+
+
+def test_our_keys_are_written_as_the_vendor_writes_them() -> None:
+    ours, theirs = KeyMaterial.generate(), abdm_ecdh.generate_key_material()
+    ours_der, theirs_der = base64.b64decode(ours.x509_public_key), base64.b64decode(theirs.x509_public_key)
+    assert ours_der[:-65] == theirs_der[:-65]  # the same explicit-parameter SubjectPublicKeyInfo
+    assert ours_der[-65:] == base64.b64decode(ours.public_key) and ours_der[-65] == 4
+    assert len(base64.b64decode(ours.nonce)) == 32
+    # our private key, given to the vendor's package, works there too (Java BigInteger bytes)
+    other = abdm_ecdh.generate_key_material()
+    sent = abdm_ecdh.encrypt("x", ours.nonce, other.nonce, ours.private_key, other.public_key)
+    opened = abdm_ecdh.decrypt(sent.encrypted_data, ours.nonce, other.nonce, other.private_key, ours.public_key)
+    assert opened.decrypted_data == "x"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=2**128, max_value=N - 2**128))
+def test_a_foreign_private_key_gives_the_vendors_result(scalar: int) -> None:
+    # any scalar another library could hold: through the equal X25519 scalar, the same shared secret
+    peer = abdm_ecdh.generate_key_material()
+    raw = scalar.to_bytes((scalar.bit_length() + 8) // 8, "big")
+    foreign = abdm_ecdh.KeyMaterial(base64.b64encode(raw).decode(), "", "", base64.b64encode(bytes(32)).decode())
+    ours = KeyMaterial.from_private_key(foreign.private_key, foreign.nonce)
+    assert KeyMaterial.from_private_key(scalar, foreign.nonce).public_key == ours.public_key
+    sent = ours.encrypt("foreign", peer_public_key=peer.public_key, peer_nonce=peer.nonce)
+    expected = abdm_ecdh.encrypt("foreign", foreign.nonce, peer.nonce, foreign.private_key, peer.public_key)
+    assert sent == expected.encrypted_data  # byte for byte the vendor's ciphertext
+
+
+def test_a_tiny_foreign_scalar_is_refused_rather_than_used_with_python_arithmetic() -> None:
+    for scalar in (8, 2**100, 8 * 12345, N - 8):
+        with pytest.raises(InvalidRequest, match="generate a new key"):
+            KeyMaterial.from_private_key(scalar)
+
+
+def test_a_key_kept_and_loaded_again_is_the_same_key() -> None:
+    ours, peer = KeyMaterial.generate(), abdm_ecdh.generate_key_material()
+    again = KeyMaterial.from_private_key(ours.private_key, ours.nonce)
+    assert (again.public_key, again.x509_public_key, again.nonce) == (ours.public_key, ours.x509_public_key, ours.nonce)
+    one = ours.encrypt("same", peer_public_key=peer.public_key, peer_nonce=peer.nonce)
+    assert again.encrypt("same", peer_public_key=peer.public_key, peer_nonce=peer.nonce) == one
+
+
+def test_wrong_keys_and_changed_data_are_typed_errors_that_show_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    ours, theirs, stranger = KeyMaterial.generate(), KeyMaterial.generate(), KeyMaterial.generate()
+    sent = ours.encrypt(BUNDLE, peer_public_key=theirs.public_key, peer_nonce=theirs.nonce)
+    with pytest.raises(EncryptionError) as info:
+        stranger.decrypt(sent, peer_public_key=ours.public_key, peer_nonce=ours.nonce)
+    changed = base64.b64encode(bytes([base64.b64decode(sent)[0] ^ 1]) + base64.b64decode(sent)[1:]).decode()
+    with pytest.raises(EncryptionError):
+        theirs.decrypt(changed, peer_public_key=ours.public_key, peer_nonce=ours.nonce)
+    assert theirs.decrypt(sent, peer_public_key=ours.public_key, peer_nonce=ours.nonce) == BUNDLE.encode()
+    for shown in (str(info.value), repr(ours), caplog.text):
+        assert ours.private_key not in shown and "Observation" not in shown and sent not in shown
+    assert "private_key=<hidden>" in repr(ours)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rule"),
+    [
+        ({"peer_public_key": "not base64!"}, "not base64"),
+        ({"peer_public_key": base64.b64encode(b"\x04" + bytes(64)).decode()}, "not a point"),
+        ({"peer_public_key": base64.b64encode(bytes(40)).decode()}, "X.509 key of ABDM's curve"),
+        ({"peer_nonce": base64.b64encode(bytes(16)).decode()}, "32 bytes"),
+        ({"peer_public_key": 7}, "must be a base64 str"),
+    ],
+)
+def test_bad_keys_and_nonces_are_refused_naming_the_rule(kwargs: dict[str, object], rule: str) -> None:
+    ours, theirs = KeyMaterial.generate(), KeyMaterial.generate()
+    options: dict[str, object] = {"peer_public_key": theirs.public_key, "peer_nonce": theirs.nonce, **kwargs}
+    with pytest.raises(InvalidRequest, match=rule):
+        ours.encrypt("x", **options)  # type: ignore[arg-type]
+
+
+def test_a_private_key_out_of_range_is_refused() -> None:
+    for bad in (0, -5, 2**255, base64.b64encode(bytes(32)).decode()):
+        with pytest.raises(InvalidRequest):
+            KeyMaterial.from_private_key(bad)
+
+
+def test_the_module_functions_are_the_two_sides() -> None:
+    hip, hiu = KeyMaterial.generate(), KeyMaterial.generate()
+    sent = abdm_crypto.encrypt(BUNDLE, hip, requester_public_key=hiu.x509_public_key, requester_nonce=hiu.nonce)
+    assert abdm_crypto.decrypt(sent, hiu, sender_public_key=hip.public_key, sender_nonce=hip.nonce) == BUNDLE.encode()
