@@ -110,7 +110,9 @@ _X509_PREFIX: Final = _der(0x30, _ALGORITHM + _der(0x03, b"\0" + bytes(65)))[:-6
 def _b64decode(name: str, value: object) -> bytes:
     if not isinstance(value, str):
         raise InvalidArgumentType(f"{name} must be a base64 str, not {type(value).__name__}")
-    text = value.replace("\\u002B", "+").replace("\\u002F", "/").replace("\\u003D", "=")  # JSON-escaped forms
+    text = value
+    if "\\" in text:  # JSON-escaped forms some senders leave in: \u002B, \u002F, \u003D
+        text = text.replace("\\u002B", "+").replace("\\u002F", "/").replace("\\u003D", "=")
     try:
         return pybase64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):

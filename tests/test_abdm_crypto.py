@@ -121,3 +121,11 @@ def test_the_module_functions_are_the_two_sides() -> None:
     hip, hiu = KeyMaterial.generate(), KeyMaterial.generate()
     sent = abdm_crypto.encrypt(BUNDLE, hip, requester_public_key=hiu.x509_public_key, requester_nonce=hiu.nonce)
     assert abdm_crypto.decrypt(sent, hiu, sender_public_key=hip.public_key, sender_nonce=hip.nonce) == BUNDLE.encode()
+
+
+def test_json_escaped_base64_from_a_sender_still_opens() -> None:
+    ours, theirs = KeyMaterial.generate(), KeyMaterial.generate()
+    sent = ours.encrypt(BUNDLE * 20, peer_public_key=theirs.public_key, peer_nonce=theirs.nonce)
+    escaped = sent.replace("+", "\\u002B").replace("/", "\\u002F").replace("=", "\\u003D")
+    public = ours.public_key.replace("+", "\\u002B").replace("/", "\\u002F").replace("=", "\\u003D")
+    assert theirs.decrypt(escaped, peer_public_key=public, peer_nonce=ours.nonce) == (BUNDLE * 20).encode()
