@@ -20,7 +20,7 @@ from .errors import InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
-    from .resources import Abha, Cases, Documents, Patients, Profiles
+    from .resources import Abdm, Abha, Cases, Documents, Patients, Profiles
 
 __all__ = ["HealthClient"]
 
@@ -218,6 +218,13 @@ class HealthClient:
         from .resources import Patients
 
         return Patients(self)
+
+    @cached_property
+    def abdm(self) -> Abdm:
+        """ABDM's exchange, hospital side (care contexts, health-data pushes): :class:`~health_async.resources.Abdm`."""
+        from .resources import Abdm
+
+        return Abdm(self)
 
     @cached_property
     def cases(self) -> Cases:

@@ -37,9 +37,9 @@ def check_header_value(name: str, value: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentType(f"{name} must be a str, not {type(value).__name__}")
     if not value:
-        raise ValueError(f"{name} must not be empty")
+        raise InvalidRequest(f"{name} must not be empty")
     if _CONTROL.search(value):
-        raise ValueError(f"{name} must not contain control characters (CR, LF, NUL, ...)")
+        raise InvalidRequest(f"{name} must not contain control characters (CR, LF, NUL, ...)")
     return value
 
 

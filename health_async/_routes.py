@@ -48,6 +48,12 @@ PATH_LOGIN_INIT: Final = f"{_LOGIN}/init"
 PATH_LOGIN_VERIFY: Final = f"{_LOGIN}/verify"
 PATH_LOGIN_PHR: Final = f"{_LOGIN}/phr"
 
+# ABDM exchange, hospital side (registration.yml)
+PATH_CARE_CONTEXTS_LINK: Final = "/abdm/v1/care-contexts/link"
+PATH_CARE_CONTEXTS_LINKED: Final = "/abdm/v1/care-contexts/linked"
+PATH_CARE_CONTEXTS_NOTIFY: Final = "/abdm/v1/care-contexts/sms/notify"
+PATH_HIP_DATA_ON_FETCH: Final = "/abdm/v1/hip/care-context/data/on-fetch"
+
 # tokens (authorization.yml)
 PATH_LOGIN: Final = "/connect-auth/v1/account/login"
 PATH_REFRESH: Final = "/connect-auth/v1/account/refresh-token"

@@ -492,8 +492,8 @@ class Session:
 
     @staticmethod
     def _decode(req: _Request, status: int, raw: bytes) -> Any:
-        """A success body as JSON (``None`` for 204)."""
-        if status == 204 or (not raw and req.method in _EMPTY_OK):
+        """A success body as JSON (``None`` for 204, and for an empty 202: "Accepted", as ABDM's calls answer)."""
+        if status == 204 or (not raw and (status == 202 or req.method in _EMPTY_OK)):
             return None
         try:
             return _json.loads(raw)

@@ -7,6 +7,7 @@ if it is not checked. Hand-written cases after it pin what users actually pass b
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import inspect
 import typing
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
@@ -21,7 +22,8 @@ from health_async.errors import InvalidRequest
 
 from .conftest import FAST_RETRY, Serve
 
-RESOURCES = ("documents", "abha", "profiles", "patients", "cases")
+#: Every resource namespace of the client, found (a new one joins the walk by itself).
+RESOURCES = tuple(name for name, attr in vars(ha.HealthClient).items() if isinstance(attr, functools.cached_property))
 
 
 def _resource_class(resource: str) -> type:
@@ -67,6 +69,7 @@ def _is(value: Any, kinds: tuple[type, ...]) -> bool:
 
 
 def test_every_public_method_checks_its_argument_types() -> None:
+    assert {"documents", "abha", "profiles", "patients", "cases", "abdm"} <= set(RESOURCES)
     assert len(METHODS) > 40
     unchecked = [f"{r}.{n}" for r, n, f in METHODS if not getattr(f, "__health_checked__", False)]
     assert unchecked == []

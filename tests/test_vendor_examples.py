@@ -23,7 +23,7 @@ import yaml
 import health_async as ha
 from health_async import _routes
 from health_async._auth import _token_fields
-from health_async._wire import structure
+from health_async._wire import structure, structure_many
 from health_async.models._abha import parse_exists, parse_suggestions
 from health_async.models._documents import decode_document, structure_document
 from health_async.models._patients import structure_patients
@@ -81,6 +81,12 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
         lambda d: structure_patients(d, "by-username")
     ),
     ("patient_directory.yml", "GET", "/profiles/v1/emr-user/{oid}"): _model(ha.Profile),
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/link"): _not_read,
+    ("registration.yml", "GET", "/abdm/v1/care-contexts/linked"): lambda d: structure_many(
+        d.get("care_contexts") if isinstance(d, dict) else d, ha.models.LinkedCareContext, "care_contexts"
+    ),
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/sms/notify"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/hip/care-context/data/on-fetch"): _not_read,
     ("patient_directory.yml", "PATCH", "/profiles/v1/emr-user/{oid}"): _not_read,
     ("registration.yml", "POST", "/abdm/na/v1/registration/aadhaar/init"): _model(ha.AadhaarInit),
     ("registration.yml", "POST", "/abdm/na/v1/registration/aadhaar/resend"): _model(ha.OtpSent),

@@ -1,14 +1,16 @@
 """The typed results of every operation: frozen, slotted attrs classes, one private module per domain.
 
-Every model is built from the service's JSON by the converter in :mod:`health_async._convert` (and its
-per-domain companions), which ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional
-field, accepts the live service's spellings beside the documented ones and raises
+Every model is built from the service's JSON by :mod:`health_async._wire`, from the wire names each field
+declares: it ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional field, accepts the
+live service's spellings beside the documented ones and raises
 :class:`~health_async.errors.ResponseValidationError` for a body that does not fit.
 
 Personal data (names, mobile numbers, e-mail, dates of birth, OTP hints, tokens, transaction ids) is left out
 of every ``repr``.
 """
 
+from ._abdm import *  # noqa: F403
+from ._abdm import __all__ as _abdm_all
 from ._abha import *  # noqa: F403
 from ._abha import __all__ as _abha_all
 from ._documents import *  # noqa: F403
@@ -20,4 +22,4 @@ from ._processing import __all__ as _processing_all
 from ._records import *  # noqa: F403
 from ._records import __all__ as _records_all
 
-__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_patients_all]
+__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_abdm_all, *_patients_all]

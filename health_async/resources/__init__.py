@@ -1,7 +1,8 @@
 """The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
-``client.patients``, ``client.cases``."""
+``client.patients``, ``client.cases``, ``client.abdm``."""
 
 from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
+from .abdm import Abdm
 from .abha import Abha
 from .cases import Cases
 from .documents import Documents
@@ -10,6 +11,7 @@ from .profiles import Profiles
 
 __all__ = [
     "AadhaarRegistration",
+    "Abdm",
     "Abha",
     "AbhaFlow",
     "AbhaLogin",

@@ -114,3 +114,19 @@ OTP_LENGTH: Final = 6
 #: ABHA address suffixes: ``@abdm`` in registration.yml's examples and abha-onboarding.mdx, ``@sbx`` (sandbox)
 #: in the examples of abdm-connect/webhooks/*.mdx.
 ABHA_ADDRESS_SUFFIXES: Final = frozenset({"abdm", "sbx"})
+
+# ---------------------------------------------------------------------------------------------- ABDM exchange (HIP)
+
+#: registration.yml: ``POST /abdm/v1/care-contexts/link`` (LinkCareContextLinkingRequest; 202).
+CARE_CONTEXTS_LINK: Final = "/abdm/v1/care-contexts/link"
+#: registration.yml: ``GET /abdm/v1/care-contexts/linked?hip_id=&oid=`` (RecordsResponse).
+CARE_CONTEXTS_LINKED: Final = "/abdm/v1/care-contexts/linked"
+#: registration.yml: ``POST /abdm/v1/care-contexts/sms/notify`` (``{"mobile_number"}``; 202).
+CARE_CONTEXTS_NOTIFY: Final = "/abdm/v1/care-contexts/sms/notify"
+#: registration.yml: ``POST /abdm/v1/hip/care-context/data/on-fetch`` (RecordsHipDataPushRequest; 202).
+HIP_DATA_ON_FETCH: Final = "/abdm/v1/hip/care-context/data/on-fetch"
+#: registration.yml, LinkCareContextMeta.hi_type's enum (also the hi_types of webhooks/hip-data-fetch.mdx).
+HI_TYPES: Final = frozenset(
+    {"OPConsultation", "Prescription", "DischargeSummary", "DiagnosticReport", "ImmunizationRecord",
+     "HealthDocumentRecord", "WellnessRecord"}
+)  # fmt: skip

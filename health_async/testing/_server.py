@@ -15,7 +15,7 @@ import attrs
 from aiohttp import BodyPartReader, web
 
 from .. import _json, jwe
-from . import _abha, _domain, _patients, _records, _storage
+from . import _abdm, _abha, _domain, _patients, _records, _storage
 from . import _routes as R
 from ._common import BAD, Dropped, ErrorMarker, Handler, RecordedRequest, drop
 from ._data import FakeData
@@ -23,13 +23,13 @@ from ._data import FakeData
 __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 
 #: The routes of the original interface; each domain module (``_records``, ``_storage``, ``_abha``,
-#: ``_patients``) adds its own.
+#: ``_patients``, ``_abdm``) adds its own.
 CORE_ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
 UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
 MAX_UPLOAD: Final = 10 * 1024 * 1024  # service-facts.md: the live direct upload is limited to 10 MB a file
 
 #: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
-ROUTES: Final = CORE_ROUTES + _records.ROUTES + _storage.ROUTES + _abha.ROUTES + _patients.ROUTES
+ROUTES: Final = CORE_ROUTES + _records.ROUTES + _storage.ROUTES + _abha.ROUTES + _patients.ROUTES + _abdm.ROUTES
 
 
 @attrs.define
@@ -109,7 +109,8 @@ class FakeHealthServer:
         self.storage = _storage.FakeStorage(self)
         self.abha = _abha.FakeAbha(self)
         self.patients = _patients.FakePatients(self)
-        self._domains: tuple[_domain.Domain, ...] = (self.records, self.storage, self.abha, self.patients)
+        self.abdm = _abdm.FakeAbdm(self)
+        self._domains: tuple[_domain.Domain, ...] = (self.records, self.storage, self.abha, self.patients, self.abdm)
 
     def __repr__(self) -> str:
         return f"FakeHealthServer(url={self.url if self._runner else None!r})"
