@@ -44,26 +44,36 @@ import hmac
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 from aiohttp import web
 
 from . import _json
 from ._logging import logger
-from .errors import InvalidRequest, WebhookSignatureError
+from ._wire import structure
+from .errors import HealthError, InvalidRequest, WebhookSignatureError
+from .models._abdm import HealthDataRequest, LinkResult
+
+if TYPE_CHECKING:
+    from ._client import HealthClient
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_REQUESTS",
     "DEFAULT_MAX_SEEN",
     "DEFAULT_TOLERANCE",
     "SIGNATURE_HEADER",
+    "AbdmHandler",
+    "Bundles",
+    "DataFetchCallback",
     "EventKind",
     "InMemorySeenStore",
     "ParsingStatus",
     "SeenStore",
     "WebhookEvent",
     "WebhookSecret",
+    "abdm_handler",
     "aiohttp_handler",
     "compute_signature",
     "parse_event",
@@ -100,6 +110,30 @@ class EventKind(enum.Enum):
     PII = "rec.pii"
     #: Document classification progressed (``rec.classification``).
     CLASSIFICATION = "rec.classification"
+    #: ABDM: the outcome of a care-context link (``abha.link_care_context``; :meth:`WebhookEvent.link_result`).
+    LINK_CARE_CONTEXT = "abha.link_care_context"
+    #: ABDM: an HIU asks for a patient's records (``abha.hip_data_fetch``; :meth:`WebhookEvent.data_request`).
+    HIP_DATA_FETCH = "abha.hip_data_fetch"
+    #: ABDM: health data pushed to you as an HIU (``abha.hiu_data_push``).
+    HIU_DATA_PUSH = "abha.hiu_data_push"
+    #: ABDM: a consent changed (``abha.consent_update``).
+    CONSENT_UPDATE = "abha.consent_update"
+    #: ABDM: a patient shared their profile at your counter (``abha.hip_profile_share``, Scan & Share).
+    HIP_PROFILE_SHARE = "abha.hip_profile_share"
+    #: ABDM: an ABHA was created (``abha.created``).
+    ABHA_CREATED = "abha.created"
+    #: ABDM: a health locker was created (``abha.locker_created``).
+    LOCKER_CREATED = "abha.locker_created"
+    #: ABDM: a PHR app looks for a patient's care contexts (``abha.care_context_discover``).
+    CARE_CONTEXT_DISCOVER = "abha.care_context_discover"
+    #: ABDM: a discovered care context's link begins (``abha.care_context_discover_link_init``).
+    DISCOVER_LINK_INIT = "abha.care_context_discover_link_init"
+    #: ABDM: a discovered care context's link is confirmed (``abha.context_discover_link_confirm``, as spelled).
+    DISCOVER_LINK_CONFIRM = "abha.context_discover_link_confirm"
+    #: ABDM: a subscription changed (``abha.subscription_modified``).
+    SUBSCRIPTION_MODIFIED = "abha.subscription_modified"
+    #: ABDM: a subscription's notification (``abha.subscription_notify``).
+    SUBSCRIPTION_NOTIFY = "abha.subscription_notify"
     UNKNOWN = "unknown"
 
     @classmethod
@@ -178,6 +212,28 @@ class WebhookEvent:
     def kind(self) -> EventKind:
         """The documented event this is, or ``EventKind.UNKNOWN``."""
         return EventKind.from_wire(self.event)
+
+    @property
+    def is_abdm(self) -> bool:
+        """An ABDM event (``service`` ``abdm``, or an ``abha.`` event name)."""
+        return self.service == "abdm" or self.event.startswith("abha.")
+
+    def link_result(self) -> LinkResult:
+        """The typed ``data`` of an ``abha.link_care_context`` event (:class:`InvalidRequest` for another event;
+        :class:`~health_async.errors.ResponseValidationError` when the data does not fit)."""
+        self._expect(EventKind.LINK_CARE_CONTEXT)
+        return structure(self.data, LinkResult)
+
+    def data_request(self) -> HealthDataRequest:
+        """The typed ``data`` of an ``abha.hip_data_fetch`` event: answer it with
+        ``client.abdm.push_health_data(request, bundles)`` (the event's ``transaction_id`` stands in when the
+        data's is empty)."""
+        self._expect(EventKind.HIP_DATA_FETCH)
+        return HealthDataRequest.from_event(self.data, transaction_id=self.transaction_id)
+
+    def _expect(self, kind: EventKind) -> None:
+        if self.kind is not kind:
+            raise InvalidRequest(f"this is not an {kind.value} event")
 
 
 # ----------------------------------------------------------------------------------------------- verification
@@ -569,31 +625,10 @@ def aiohttp_handler(
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
 
     async def handle(request: web.Request) -> web.Response:
-        if request.method != "POST":
-            return web.Response(status=405, text="method not allowed", headers={"Allow": "POST"})
-        declared = request.content_length
-        if declared is not None and declared > max_body_size:
-            logger.warning("webhook refused: body of %d bytes is over the %d byte limit", declared, max_body_size)
-            return _too_large()
-        body = await _read_capped(request, max_body_size)
-        if body is None:
-            logger.warning("webhook refused: body is over the %d byte limit", max_body_size)
-            return _too_large()
-        try:
-            event, key, signed = _verify(body, request.headers.get(SIGNATURE_HEADER), keys, tolerance, None)
-        except WebhookSignatureError as exc:
-            logger.warning("%s", exc)
-            return web.Response(status=400, text="webhook refused")
-        try:
-            first = await store.add(key, signed + tolerance)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-            return web.Response(status=500, text="webhook replay check failed")
-        if not first:
-            logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
-            return web.Response(status=200, text="duplicate webhook ignored")
+        accepted = await _accept(request, keys, tolerance, max_body_size, store)
+        if isinstance(accepted, web.Response):
+            return accepted
+        event, key = accepted
         done = False
         try:
             await callback(event)
@@ -609,6 +644,201 @@ def aiohttp_handler(
         return web.Response(status=200, text="ok")
 
     return handle
+
+
+#: What ``on_data_fetch`` returns: the FHIR bundle of each care context asked for (a dict, or its JSON).
+Bundles: TypeAlias = Mapping[str, "dict[str, Any] | bytes | str"]
+DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]
+#: Data requests (transaction ids) an ABDM handler remembers, to ignore a redelivery.
+DEFAULT_MAX_REQUESTS: Final = 10_000
+
+
+class AbdmHandler:
+    """An ``aiohttp.web`` handler for ABDM's webhooks; make one with :func:`abdm_handler`.
+
+    Register it, and close it with the app (it may have pushes under way)::
+
+        handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=load_bundles)
+        app.router.add_post("/webhooks/abdm", handler.handle)
+        app.on_cleanup.append(handler.on_cleanup)
+
+    (aiohttp takes a coroutine function as a handler, hence the bound method :meth:`handle`.)
+    """
+
+    def __init__(
+        self,
+        keys: tuple[bytes, ...],
+        client: HealthClient,
+        on_event: WebhookCallback | None,
+        on_data_fetch: DataFetchCallback | None,
+        tolerance: float,
+        max_body_size: int,
+        store: SeenStore,
+    ) -> None:
+        self._keys, self._client, self._store = keys, client, store
+        self._on_event, self._on_data_fetch = on_event, on_data_fetch
+        self._tolerance, self._max_body_size = tolerance, max_body_size
+        self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __repr__(self) -> str:
+        return f"AbdmHandler(pending={len(self._tasks)})"
+
+    @property
+    def pending(self) -> int:
+        """Data requests being answered in the background."""
+        return len(self._tasks)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Answer one webhook request (see :func:`abdm_handler`)."""
+        accepted = await _accept(request, self._keys, self._tolerance, self._max_body_size, self._store)
+        if isinstance(accepted, web.Response):
+            return accepted
+        event, key = accepted
+        done = False
+        try:
+            if self._on_event is not None:
+                await self._on_event(event)
+            answer = self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
+            done = True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+            return web.Response(status=500, text="webhook callback failed")
+        finally:
+            if not done:
+                await _forget(self._store, key)
+        return web.Response(status=200, text=answer)
+
+    def _take(self, event: WebhookEvent) -> str:
+        """Start answering a data request in the background; the service gets its 200 at once."""
+        if self._on_data_fetch is None:
+            return "ok"
+        try:
+            request = event.data_request()
+        except HealthError:
+            logger.error("ABDM data request refused: its data does not fit a HealthDataRequest")
+            return "data request not understood"
+        if request.transaction_id in self._requests:
+            logger.warning("ABDM data request redelivered: already being answered, ignored")
+            return "duplicate data request ignored"
+        self._requests[request.transaction_id] = None
+        while len(self._requests) > DEFAULT_MAX_REQUESTS:
+            del self._requests[next(iter(self._requests))]
+        task = asyncio.get_running_loop().create_task(self._answer(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return "accepted"
+
+    async def _answer(self, request: HealthDataRequest) -> None:
+        assert self._on_data_fetch is not None
+        sent = False
+        try:
+            bundles = await self._on_data_fetch(request)
+            sent = True  # from here a failure may leave pages pushed: a redelivery must not push twice
+            result = await self._client.abdm.push_health_data(request, bundles)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not sent or isinstance(exc, InvalidRequest):
+                self._requests.pop(request.transaction_id, None)  # nothing pushed: a redelivery may try again
+            logger.error("ABDM data request not answered: %s", type(exc).__name__)
+            return
+        logger.info(
+            "ABDM data request answered: %d care context(s) pushed, %d not found",
+            len(result.pushed),
+            len(result.missing),
+        )
+
+    async def join(self) -> None:
+        """Wait until the answers under way have finished (a graceful shutdown; tests)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel the answers under way and wait for them (nothing is left running)."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def on_cleanup(self, app: web.Application) -> None:  # noqa: ARG002 - aiohttp's signature
+        """:meth:`aclose`, in the form ``app.on_cleanup`` takes."""
+        await self.aclose()
+
+
+def abdm_handler(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    *,
+    client: HealthClient,
+    on_event: WebhookCallback | None = None,
+    on_data_fetch: DataFetchCallback | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    seen_store: SeenStore | None = None,
+) -> AbdmHandler:
+    """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
+    (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
+
+    * every verified event goes to ``await on_event(event)`` first, when given (500 if it raises, as there);
+    * an ``abha.hip_data_fetch`` event is answered 200 at once (the service's webhook timeout is short), and in
+      the background ``await on_data_fetch(request)`` gives the bundles, which
+      ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle; an expired
+      HIU key pushes nothing). A redelivered data request (the same transaction id, re-signed, so not a
+      replay) is ignored while the first is answered or once it was; it is forgotten, so a redelivery runs
+      again, only when nothing was pushed (``on_data_fetch`` failed, or the push was refused before sending).
+      Outcomes are logged (counts and error types only: no health data, no ABHA address).
+
+    Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
+    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``.
+    """
+    keys = _secrets(secret)
+    _check_tolerance(tolerance)
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise InvalidRequest("max_body_size must be a positive number of bytes")
+    for name, callback in (("on_event", on_event), ("on_data_fetch", on_data_fetch)):
+        if callback is not None and not callable(callback):
+            raise InvalidRequest(f"{name} must be an async function")
+    if client is None or not hasattr(client, "abdm"):
+        raise InvalidRequest("client must be the HealthClient that pushes the data")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
+    if not isinstance(store, SeenStore):
+        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    return AbdmHandler(keys, client, on_event, on_data_fetch, tolerance, max_body_size, store)
+
+
+async def _accept(
+    request: web.Request, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
+) -> tuple[WebhookEvent, str] | web.Response:
+    """The verified, first-seen event of ``request`` and its replay key, or the answer that refuses it (405, 413,
+    400, a 500 when the seen store fails, a 200 for a replay): the checks every handler here makes."""
+    if request.method != "POST":
+        return web.Response(status=405, text="method not allowed", headers={"Allow": "POST"})
+    declared = request.content_length
+    if declared is not None and declared > max_body_size:
+        logger.warning("webhook refused: body of %d bytes is over the %d byte limit", declared, max_body_size)
+        return _too_large()
+    body = await _read_capped(request, max_body_size)
+    if body is None:
+        logger.warning("webhook refused: body is over the %d byte limit", max_body_size)
+        return _too_large()
+    try:
+        event, key, signed = _verify(body, request.headers.get(SIGNATURE_HEADER), keys, tolerance, None)
+    except WebhookSignatureError as exc:
+        logger.warning("%s", exc)
+        return web.Response(status=400, text="webhook refused")
+    try:
+        first = await store.add(key, signed + tolerance)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+        return web.Response(status=500, text="webhook replay check failed")
+    if not first:
+        logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
+        return web.Response(status=200, text="duplicate webhook ignored")
+    return event, key
 
 
 async def _read_capped(request: web.Request, limit: int) -> bytes | None:
