@@ -52,7 +52,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Self, TypeVar, cast
 
 import attrs
 import msgspec
@@ -61,6 +61,7 @@ from ._logging import logger
 from .errors import ResponseValidationError
 
 __all__ = [
+    "WireEnum",
     "Invalid",
     "Rule",
     "as_text",
@@ -75,6 +76,18 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+class WireEnum(enum.Enum):
+    """Base of the enums read from the wire: a value this version does not know (or one that is not a string) is
+    the ``UNKNOWN`` member every subclass defines, never an error. The enums' tolerant rule, written once."""
+
+    @classmethod
+    def from_wire(cls, value: object) -> Self:
+        """The member for a wire value; ``UNKNOWN`` for anything else."""
+        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        return cast(Self, member) if member is not None else cls["UNKNOWN"]
+
 
 #: A rule turns one wire value into a field's value; ``label`` names the field in errors.
 Rule = Callable[[Any, str], Any]

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import enum
 import hashlib
 import heapq
 import hmac
@@ -51,7 +50,7 @@ from aiohttp import web
 
 from . import _json
 from ._logging import logger
-from ._wire import structure
+from ._wire import WireEnum, structure
 from .errors import HealthError, InvalidRequest, WebhookSignatureError
 from .models._abdm import HealthDataRequest, LinkResult
 
@@ -99,7 +98,7 @@ _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _READ_CHUNK: Final = 64 * 1024
 
 
-class EventKind(enum.Enum):
+class EventKind(WireEnum):
     """The documented webhook events. ``UNKNOWN`` stands for any event name this version does not know."""
 
     #: A record was uploaded (``rec.uploaded``).
@@ -136,16 +135,8 @@ class EventKind(enum.Enum):
     SUBSCRIPTION_NOTIFY = "abha.subscription_notify"
     UNKNOWN = "unknown"
 
-    @classmethod
-    def from_wire(cls, value: str | None) -> EventKind:
-        """The member for an event name; ``UNKNOWN`` for a name this version does not know (never an error)."""
-        return _EVENT_KINDS.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
 
-
-_EVENT_KINDS: Final[dict[object, EventKind]] = {m.value: m for m in EventKind if m is not EventKind.UNKNOWN}
-
-
-class ParsingStatus(enum.Enum):
+class ParsingStatus(WireEnum):
     """State of a parsing event (``data.status`` of ``rec.srp``, ``rec.pii``, ``rec.classification``).
 
     ``UNKNOWN`` stands for a status this version does not know (never an error)."""
@@ -154,14 +145,6 @@ class ParsingStatus(enum.Enum):
     COMPLETE = "parsing_complete"
     ERROR = "parsing_error"
     UNKNOWN = "unknown"
-
-    @classmethod
-    def from_wire(cls, value: str) -> ParsingStatus:
-        """The member for a wire value; ``UNKNOWN`` for a value this version does not know."""
-        return _STATUSES.get(value, cls.UNKNOWN)
-
-
-_STATUSES: Final[dict[str, ParsingStatus]] = {m.value: m for m in ParsingStatus if m is not ParsingStatus.UNKNOWN}
 
 
 @attrs.frozen
@@ -629,19 +612,12 @@ def aiohttp_handler(
         if isinstance(accepted, web.Response):
             return accepted
         event, key = accepted
-        done = False
-        try:
+
+        async def run() -> str:
             await callback(event)
-            done = True
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-            return web.Response(status=500, text="webhook callback failed")
-        finally:
-            if not done:
-                await _forget(store, key)
-        return web.Response(status=200, text="ok")
+            return "ok"
+
+        return await _run(store, key, event, run)
 
     return handle
 
@@ -695,21 +671,13 @@ class AbdmHandler:
         if isinstance(accepted, web.Response):
             return accepted
         event, key = accepted
-        done = False
-        try:
+
+        async def run() -> str:
             if self._on_event is not None:
                 await self._on_event(event)
-            answer = self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
-            done = True
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-            return web.Response(status=500, text="webhook callback failed")
-        finally:
-            if not done:
-                await _forget(self._store, key)
-        return web.Response(status=200, text=answer)
+            return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
+
+        return await _run(self._store, key, event, run)
 
     def _take(self, event: WebhookEvent) -> str:
         """Start answering a data request in the background; the service gets its 200 at once."""
@@ -839,6 +807,24 @@ async def _accept(
         logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
         return web.Response(status=200, text="duplicate webhook ignored")
     return event, key
+
+
+async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> web.Response:
+    """200 with ``work``'s text once it returns; 500 when it raises (logged with the event name and the error's
+    type only), after forgetting ``key`` so a redelivery runs (also when cancelled, which propagates)."""
+    done = False
+    try:
+        text = await work()
+        done = True
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+        return web.Response(status=500, text="webhook callback failed")
+    finally:
+        if not done:
+            await _forget(store, key)
+    return web.Response(status=200, text=text)
 
 
 async def _read_capped(request: web.Request, limit: int) -> bytes | None:

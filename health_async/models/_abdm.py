@@ -9,12 +9,11 @@ and keys are left out of every ``repr``.
 from __future__ import annotations
 
 import datetime as dt
-import enum
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
-from .._wire import structure, wire
+from .._wire import WireEnum, structure, wire
 from ._records import HiType
 
 __all__ = [
@@ -29,7 +28,7 @@ __all__ = [
 ]
 
 
-class CareContextStatus(enum.Enum):
+class CareContextStatus(WireEnum):
     """Where a linked care context stands in ABDM's exchange (wire ``status`` of ``RecordsCareContext``);
     ``UNKNOWN`` for a value this version does not know, or none."""
 
@@ -44,29 +43,13 @@ class CareContextStatus(enum.Enum):
     NO_DATA_AVAILABLE = "NoDataAvailable"
     UNKNOWN = "unknown"
 
-    @classmethod
-    def from_wire(cls, value: object) -> CareContextStatus:
-        """The member for a wire value; ``UNKNOWN`` for anything else (never an error)."""
-        return _STATUSES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
 
-
-_STATUSES: Final[dict[object, CareContextStatus]] = {m.value: m for m in CareContextStatus}
-
-
-class LinkStatus(enum.Enum):
+class LinkStatus(WireEnum):
     """The outcome the ``abha.link_care_context`` webhook reports for one care context."""
 
     LINKED = "LINKED"
     ERRORED = "ERRORED"
     UNKNOWN = "unknown"
-
-    @classmethod
-    def from_wire(cls, value: object) -> LinkStatus:
-        """The member for a wire value; ``UNKNOWN`` for anything else (never an error)."""
-        return _LINK_STATUSES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
-
-
-_LINK_STATUSES: Final[dict[object, LinkStatus]] = {m.value: m for m in LinkStatus}
 
 
 def _bundle_repr(data: object) -> str:

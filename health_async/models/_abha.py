@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Final
 
 import attrs
 
-from .._wire import Invalid, empty_is_none, non_empty, rule_for, wire
+from .._wire import Invalid, WireEnum, empty_is_none, non_empty, rule_for, wire
 from ..errors import InvalidRequest, ResponseValidationError
 from ._patients import GENDERS, Gender
 
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-class SkipState(enum.Enum):
+class SkipState(WireEnum):
     """What the service says comes next (wire ``skip_state``). ``UNKNOWN`` stands for a value this version does
     not know (and for a missing one): never an error."""
 
@@ -56,14 +56,6 @@ class SkipState(enum.Enum):
     #: empty the person already has ABHA addresses: ``auto_login`` into one of them instead of a duplicate.
     ABHA_CREATE = "abha_create"
     UNKNOWN = "unknown"
-
-    @classmethod
-    def from_wire(cls, value: object) -> SkipState:
-        """The member for a wire value; ``UNKNOWN`` for anything this version does not know."""
-        return _SKIP_STATES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
-
-
-_SKIP_STATES: Final[dict[object, SkipState]] = {m.value: m for m in SkipState if m is not SkipState.UNKNOWN}
 
 
 class LoginMethod(enum.Enum):

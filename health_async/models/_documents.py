@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
-from .._wire import empty_is_none, fast_decoder, local, non_empty, structure, wire
+from .._wire import WireEnum, empty_is_none, fast_decoder, local, non_empty, structure, wire
 from ._processing import ProcessingResult
 
 if TYPE_CHECKING:
@@ -52,20 +52,12 @@ def _epoch_to_datetime(epoch: int | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
 
 
-class FileType(enum.Enum):
+class FileType(WireEnum):
     """Kind of a document's file (wire ``file_type``). ``UNKNOWN`` stands for any value not documented."""
 
     IMG = "IMG"
     PDF = "PDF"
     UNKNOWN = "UNKNOWN"
-
-    @classmethod
-    def from_wire(cls, value: str | None) -> FileType:
-        """The member for a wire value; ``UNKNOWN`` for a value this version does not know (never an error)."""
-        return _FILE_TYPES.get(value, cls.UNKNOWN) if isinstance(value, str) else cls.UNKNOWN
-
-
-_FILE_TYPES: Final[dict[object, FileType]] = {m.value: m for m in FileType}
 
 
 class ResultFlag(enum.Enum):
