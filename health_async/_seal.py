@@ -17,6 +17,7 @@ to take back).
 from __future__ import annotations
 
 import binascii
+import math
 import os
 import struct
 from typing import Final
@@ -48,6 +49,8 @@ def seal(payload: bytes, key: bytes, *, purpose: bytes, now: float, max_age: flo
     aead = _aead(key)
     if not isinstance(max_age, int | float) or isinstance(max_age, bool) or not 0 < max_age < 10**9:
         raise InvalidRequest("max_age must be a number of seconds > 0")
+    if not math.isfinite(now):
+        raise InvalidRequest("the flow's clock must give finite seconds")
     head = bytes((VERSION,))
     nonce = os.urandom(_NONCE)
     plain = _TIMES.pack(int(now), int(now + max_age)) + payload
@@ -80,6 +83,6 @@ def open_sealed(token: str, key: bytes, *, purpose: bytes, now: float) -> bytes:
             "the sealed state does not open with this key: changed, truncated, or sealed with another key"
         ) from None
     _, expires_at = _TIMES.unpack_from(plain)
-    if now >= expires_at:
+    if not now < expires_at:  # so a clock giving NaN fails closed
         raise FlowStateExpired("the sealed state has expired: start the flow again")
     return plain[_TIMES.size :]

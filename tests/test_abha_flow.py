@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 import io
 import json
+import math
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -832,3 +833,18 @@ async def test_the_key_and_the_forms_are_checked_before_anything(client: ha.Heal
         client.abha.resume(reg.to_state(), seal=SEAL_KEY)
     with pytest.raises(InvalidRequest, match="seal must be"):
         client.abha.resume(cookie, seal=b"short")
+
+
+async def test_a_clock_giving_nan_never_opens_a_sealed_state(client: ha.HealthClient) -> None:
+    reg = await client.abha.register_with_mobile(SEAL_MOBILE)
+    cookie = reg.to_state(seal=SEAL_KEY)
+    for now in (math.nan, math.inf):
+        odd = Clock()
+        odd.now = now
+        with pytest.raises(FlowStateExpired):
+            client.abha.resume(cookie, seal=SEAL_KEY, clock=odd)
+    nan_clock = Clock()
+    flow = client.abha.resume(cookie, seal=SEAL_KEY, clock=nan_clock)
+    nan_clock.now = math.nan
+    with pytest.raises(InvalidRequest, match="finite"):
+        flow.to_state(seal=SEAL_KEY)
