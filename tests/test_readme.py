@@ -1,21 +1,29 @@
 """Every ```python block of the README runs against the fake server, with warnings as errors.
 
 A block is run as a user would paste it into an async REPL (``python -m asyncio``): top-level ``await`` allowed,
-in a namespace holding what the README says its examples assume (an open ``client`` on the fake server, a
-``document_id`` that exists there, files named in the examples in the working directory). A block that defines
-``main()`` has it run; one that builds an aiohttp ``app`` has it served and its GET routes asked. A block that is
-a fragment (a piece of a larger program, the names it uses defined elsewhere) says so with
-``<!-- readme-test: fragment -->`` on the line before it, and is only compiled.
+in a fresh namespace holding what the README says its examples assume (``ha``, ``datetime``, an open ``client``
+made by ``ha.HealthClient.from_env()``, ``oid``, a ``document_id`` / ``doc_id`` that exist, ``paths``), with the
+``HEALTH_ASYNC_*`` environment pointing at a fake server on 127.0.0.1 and the files the examples name in the
+working directory. A block that calls ``asyncio.run`` runs in a thread of its own (its own loop); one that defines
+``main()`` without calling it has it run; one that builds an aiohttp ``app`` has it served and its GET routes
+asked; one that defines ``test_*`` functions is run by pytest in a subprocess, with the package's pytest plugin.
+
+A block that is a fragment (a piece of a larger program: the names it uses are defined elsewhere, or it is the
+body of a function) says so with ``<!-- readme-test: fragment -->`` on the line before its fence, and is only
+compiled. Both sides are checked: a block that runs may use no name it does not define (else it would pass
+without running its code), and a fragment must be one (else it should run).
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import builtins
 import datetime
 import gc
 import inspect
 import re
+import sys
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,10 +40,14 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 FRAGMENT = "<!-- readme-test: fragment -->"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+#: The key of the README's encryption example: the fake server shares it, so that example runs as written.
+README_KEY, README_KEY_ID = "16-byte-secret!!", "client-key-1"
+#: The names the README says its shorter examples assume (see the paragraph after the Quickstart).
+ASSUMED = frozenset({"ha", "datetime", "client", "oid", "document_id", "doc_id", "paths"})
 
 
 def blocks() -> list[tuple[int, str, bool]]:
-    """(line of the fence, source, is a fragment) of every python block."""
+    """(line of the fence, source, is a fragment) of every python block, indented ones (in a list) included."""
     lines = README.read_text(encoding="utf-8").splitlines()
     out: list[tuple[int, str, bool]] = []
     index = 0
@@ -57,28 +69,52 @@ def blocks() -> list[tuple[int, str, bool]]:
 
 
 BLOCKS = blocks()
+FRAGMENTS = [(line, source) for line, source, fragment in BLOCKS if fragment]
+RUNNABLE = [(line, source) for line, source, fragment in BLOCKS if not fragment]
 
 
 def _compile(source: str, line: int) -> Any:
     return compile(source, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
+def _undefined_names(source: str) -> set[str]:
+    """Names a block reads but neither defines (in any of its scopes) nor gets from the README's assumptions."""
+    tree = ast.parse(source)
+    read: set[str] = set()
+    bound: set[str] = set(ASSUMED) | set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return read - bound
+
+
 def test_the_readme_has_blocks_and_most_run() -> None:
     assert len(BLOCKS) > 20
-    run = [line for line, _, fragment in BLOCKS if not fragment]
-    assert len(run) >= len(BLOCKS) // 2, f"only {len(run)} of {len(BLOCKS)} blocks run"
-
-
-FRAGMENTS = [(line, source) for line, source, fragment in BLOCKS if fragment]
-RUNNABLE = [(line, source) for line, source, fragment in BLOCKS if not fragment]
+    assert len(RUNNABLE) >= len(BLOCKS) // 2, f"only {len(RUNNABLE)} of {len(BLOCKS)} blocks run"
 
 
 @pytest.mark.parametrize(("line", "source"), FRAGMENTS, ids=[f"README.md:{line}" for line, _ in FRAGMENTS])
-def test_a_fragment_compiles(line: int, source: str) -> None:
+def test_a_fragment_compiles_and_is_one(line: int, source: str) -> None:
     try:
         _compile(source, line)
-    except SyntaxError:  # a piece of a function body (``return`` at its top): compiled as one
+    except SyntaxError:  # the body of a function (``return`` at its top): compiled as one
         _compile("async def _fragment():\n" + "".join(f"    {ln}\n" for ln in source.splitlines()), line)
+        return
+    assert _undefined_names(source), "this block defines everything it uses: run it, drop its fragment marker"
+
+
+@pytest.mark.parametrize(("line", "source"), RUNNABLE, ids=[f"README.md:{line}" for line, _ in RUNNABLE])
+def test_a_runnable_block_defines_what_it_uses(line: int, source: str) -> None:
+    undefined = _undefined_names(source)
+    assert not undefined, f"uses {sorted(undefined)}: define them in the block, or mark it as a fragment"
 
 
 @pytest.fixture
@@ -95,7 +131,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 async def server(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=3) as srv:
+    """A fake server on 127.0.0.1, and the environment a user of ``HealthClient.from_env()`` would set for it."""
+    async with FakeHealthServer(users=1, documents_per_user=3, encryption_key=README_KEY, key_id=README_KEY_ID) as srv:
         srv.records.configure(polls=0)  # processing done at the first poll: the examples that wait stay short
         user = srv.data.user_ids[0]
         ids = "\n".join(srv.data.document_ids(user)) + "\n"
@@ -108,37 +145,77 @@ async def server(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
 
 
 async def _serve_app(app: web.Application, server: FakeHealthServer) -> None:
-    """Ask every GET route of the block's app, its path parameters filled from the fake server's data."""
+    """Serve the block's app (its cleanup contexts included) and ask every GET route: with path parameters
+    filled from the fake server's data it answers 200; a route with a document ``{id}`` answers an unknown one
+    with 404."""
     user = server.data.user_ids[0]
     values = {"oid": user, "id": server.data.document_ids(user)[0]}
-    async with TestClient(TestServer(app)) as http:
+    asked = 0
+    async with TestClient(TestServer(app, host="127.0.0.1")) as http:
         for resource in app.router.resources():
-            info = resource.get_info()
-            path = info.get("path") or info.get("formatter", "")
             if not any(route.method == "GET" for route in resource):
                 continue
+            info = resource.get_info()
+            path = info.get("path") or info.get("formatter", "")
             url = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
             response = await http.get(url)
             assert response.status == 200, (url, response.status, await response.text())
+            if "{id}" in path:
+                missing = re.sub(r"\{(\w+)\}", lambda m: "no-such-document" if m.group(1) == "id" else user, path)
+                response = await http.get(missing)
+                assert response.status == 404, (missing, response.status, await response.text())
+            asked += 1
+    assert asked, "the app has no GET route to ask"
+
+
+async def _run_tests_with_pytest(source: str, line: int, workdir: Path) -> None:
+    """A block of tests runs as the user's test module: pytest in a subprocess, warnings as errors, the fixtures
+    from the package's own plugin (entry point), pytest-asyncio in its default mode."""
+    module = workdir / "test_readme_block.py"
+    await asyncio.to_thread(module.write_text, source, encoding="utf-8")
+    # a user's configuration: pytest-asyncio's default (strict) mode, its loop scope set (unset, it warns)
+    config = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+    await asyncio.to_thread((workdir / "pytest.ini").write_text, config, encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-W",
+        "error",
+        "-p",
+        "no:cacheprovider",
+        module.name,
+        cwd=workdir,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    text = output.decode(errors="replace")
+    count = len(re.findall(r"^(?:async )?def test_", source, re.MULTILINE))
+    assert process.returncode == 0, f"README.md:{line}\n{text}"
+    assert f"{count} passed" in text, text
 
 
 @pytest.mark.filterwarnings("error")
 @pytest.mark.parametrize(("line", "source"), RUNNABLE, ids=[f"README.md:{line}" for line, _ in RUNNABLE])
-async def test_a_block_runs_against_the_fake_server(server: FakeHealthServer, line: int, source: str) -> None:
+async def test_a_block_runs_against_the_fake_server(
+    server: FakeHealthServer, workdir: Path, line: int, source: str
+) -> None:
     user = server.data.user_ids[0]
-    async with ha.HealthClient.from_env() as client:
-        namespace: dict[str, Any] = {
-            "__name__": "readme",
-            "ha": ha,
-            "datetime": datetime,
-            "client": client,
-            "oid": user,
-            "document_id": server.data.document_ids(user)[0],
-            "doc_id": server.data.document_ids(user)[1],
-            "paths": ["a.pdf", "b.pdf"],
-        }
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # -W error, ResourceWarning included
+        async with ha.HealthClient.from_env() as client:
+            namespace: dict[str, Any] = {
+                "__name__": "readme",
+                "ha": ha,
+                "datetime": datetime,
+                "client": client,
+                "oid": user,
+                "document_id": server.data.document_ids(user)[0],
+                "doc_id": server.data.document_ids(user)[1],
+                "paths": ["a.pdf", "b.pdf"],
+            }
             code = _compile(source, line)
             if "asyncio.run(" in source:  # a program: runs its own loop, in a thread of its own
                 await asyncio.to_thread(exec, code, namespace)
@@ -153,4 +230,7 @@ async def test_a_block_runs_against_the_fake_server(server: FakeHealthServer, li
             app = namespace.get("app")
             if isinstance(app, web.Application):
                 await _serve_app(app, server)
-            gc.collect()  # an unclosed session or connector warns here, as an error
+            if any(name.startswith("test_") and inspect.iscoroutinefunction(f) for name, f in namespace.items()):
+                await _run_tests_with_pytest(source, line, workdir)
+            del namespace, result, main, app
+        gc.collect()  # an unclosed session, connector or file warns here, as an error
