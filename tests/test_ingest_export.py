@@ -63,6 +63,11 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def written(directory: Path) -> list[str]:
+    """The export's files (tables or ``.partial`` ones) in ``directory``."""
+    return sorted(p.name for p in directory.glob("results*"))
+
+
 def _none(value: str) -> str | None:
     return value or None
 
@@ -119,6 +124,21 @@ async def test_the_command_line_exports(
     status = await asyncio.to_thread(cli.main, argv)  # the CLI runs its own event loop
     assert status == 0 and (tmp_path / "r.items.csv").exists()
     assert "exported 31 documents" in capsys.readouterr().err
+    argv = ["ingest", "export", "--journal", str(journal), "--to", str(tmp_path / "r.out"), "--format", "parquet"]
+    assert await asyncio.to_thread(cli.main, argv) == 0
+    assert pq.read_table(tmp_path / "r.out").num_rows == 31 and (tmp_path / "r.items.parquet").exists()
+    argv = ["ingest", "export", "--journal", str(journal), "--to", str(tmp_path / "r.json")]
+    assert await asyncio.to_thread(cli.main, argv) == 2
+    assert ".csv or .parquet" in capsys.readouterr().err and not (tmp_path / "r.json").exists()
+
+
+async def test_format_argument_wins_over_the_suffix(job: tuple[Path, Path], tmp_path: Path) -> None:
+    journal, _ = job
+    assert (await IngestJob.export(journal, tmp_path / "results.txt", format="csv"))[0] == 31
+    assert read_csv(tmp_path / "results.txt")[0].keys() == set(DOCUMENT_COLUMNS)
+    assert read_csv(tmp_path / "results.items.csv")
+    with pytest.raises(InvalidRequest, match=r"\.csv or \.parquet"):
+        await IngestJob.export(journal, tmp_path / "results.csv", format="xlsx")  # type: ignore[arg-type]
 
 
 async def test_bad_requests_are_refused_before_writing(job: tuple[Path, Path], tmp_path: Path) -> None:
@@ -131,6 +151,64 @@ async def test_bad_requests_are_refused_before_writing(job: tuple[Path, Path], t
     with pytest.raises(InvalidRequest, match="not an ingest journal"):
         await IngestJob.export(tmp_path / "other.db", tmp_path / "r.csv")
     assert not (tmp_path / "results.xlsx").exists() and not (tmp_path / "r.csv").exists()
+
+
+async def test_parquet_without_pyarrow_is_refused_before_writing(
+    job: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal, _ = job
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    with pytest.raises(InvalidRequest, match=r"health_async\[parquet\]"):
+        await IngestJob.export(journal, tmp_path / "results.parquet")
+    assert not written(tmp_path)
+
+
+async def test_a_missing_or_changed_output_is_refused_and_leaves_no_table(
+    job: tuple[Path, Path], tmp_path: Path
+) -> None:
+    journal, out = job
+    kept = out.read_bytes()
+    with pytest.raises(InvalidRequest, match="write over the journal"):
+        await IngestJob.export(journal, journal, format="csv")
+    with pytest.raises(InvalidRequest, match="write over the journal"):
+        await IngestJob.export(journal, out, format="csv")
+    assert out.read_bytes() == kept
+    for changed in (b"x" * len(kept), b"x\n" * len(kept)):  # same size, not the job's lines: found while writing
+        out.write_bytes(changed)
+        with pytest.raises(InvalidRequest, match="changed outside the job"):
+            await IngestJob.export(journal, tmp_path / "results.csv")
+        assert not written(tmp_path)  # neither table nor a .partial file
+    out.write_bytes(kept[:10])
+    with pytest.raises(InvalidRequest, match="shorter than the journal"):
+        await IngestJob.export(journal, tmp_path / "results.csv")
+    out.unlink()
+    with pytest.raises(InvalidRequest, match="missing"):
+        await IngestJob.export(journal, tmp_path / "results.parquet")
+    assert not written(tmp_path)
+
+
+def test_every_journal_state_has_its_row(tmp_path: Path) -> None:
+    """Pending, in flight (a running or killed upload: unknown), unknown and failed items, with their errors; the
+    uncommitted bytes past the journal's offset (a half-written batch) are not read."""
+    journal = _synthetic_journal(tmp_path, 2)
+    with open(tmp_path / "big.jsonl", "ab") as f:
+        f.write(b'{"key":"half-written","index":9,"docum')
+    failed = orjson.dumps(
+        {"index": 5, "upload": {"document_id": "up-1"}, "error": {"type": "ServerError", "message": "HTTP 503"}}
+    )
+    db = sqlite3.connect(journal)
+    db.executemany(
+        "INSERT INTO items VALUES (?, ?, ?, 0, ?)",
+        [("p", 2, "pending", None), ("i", 3, "inflight", None), ("u", 4, "unknown", None), ("f", 5, "failed", failed)],
+    )
+    db.commit()
+    db.close()
+    assert export(journal, tmp_path / "r.csv") == (6, 6)
+    rows = {r["key"]: r for r in read_csv(tmp_path / "r.csv")}
+    assert [r["status"] for r in rows.values()] == ["done", "done", "pending", "unknown", "unknown", "failed"]
+    assert rows["f"]["document_id"] == "up-1" and rows["f"]["error_type"] == "ServerError"
+    assert rows["f"]["error"] == "HTTP 503" and rows["p"]["error"] == ""
+    assert rows["d1"]["document_date"] == "2023-11-14T22:13:20+00:00" and rows["d1"]["report_items"] == "3"
 
 
 def _synthetic_journal(tmp_path: Path, n: int) -> Path:
@@ -169,6 +247,7 @@ def test_memory_stays_flat_over_many_rows(tmp_path: Path, suffix: str, monkeypat
         tracemalloc.stop()
         assert counts[1] == 3 * counts[0]
     assert peaks[1] < 2 * peaks[0] + 1_000_000, peaks  # 15x the rows, not 15x the memory
+    assert peaks[1] < 8_000_000, peaks  # 120,000 rows in all, in batches of 500
 
 
 def test_import_health_async_never_imports_pyarrow() -> None:

@@ -6,7 +6,7 @@
     health-async ingest upload DIR_OR_LIST --out uploads.jsonl [--journal ...] [--wait] [--tasks smart]
     health-async ingest ... --engine ray [--ray-address auto] [--workers N]
     health-async ingest status --journal ingest.db
-    health-async ingest export --journal ingest.db --to results.parquet|results.csv
+    health-async ingest export --journal ingest.db --to results.parquet|results.csv [--format csv|parquet]
 
 The job builds its own client(s) (from the connection flags and the environment), so ``ingest`` is in
 :data:`NO_CLIENT`. Exit status: 0 when every item is done, 1 when any failed or is of unknown outcome, 2 for a
@@ -82,7 +82,7 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
 
     stream = err or sys.stderr
     if args.ingest_command == "export":
-        documents, items = await IngestJob.export(args.journal, args.to)
+        documents, items = await IngestJob.export(args.journal, args.to, format=args.format)
         stream.write(f"exported {documents} documents and {items} report items\n")
         return 0
     if args.ingest_command == "status":
@@ -231,4 +231,5 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     e = isub.add_parser("export", help="a journal's results as two tables: documents and report items")
     e.add_argument("--journal", required=True, help="the job's journal file")
     e.add_argument("--to", required=True, help="results.csv or results.parquet (items go beside: results.items.*)")
+    e.add_argument("--format", choices=("csv", "parquet"), help="the format, whatever the suffix of --to")
     return {"ingest": cmd_ingest}

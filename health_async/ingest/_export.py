@@ -1,19 +1,22 @@
 """An ingest job's results as two flat tables, for a data person to load at once (``health-async ingest export``,
 :meth:`IngestJob.export <health_async.ingest.IngestJob.export>`).
 
-**documents** (one row per item of the job, in input order of the done ones, then the others):
+**documents** (one row per item of the job: the done ones in the order of the output file, which is the order
+they finished in, then the others in input order):
 
 ==================  ========  =====================================================================================
 column              type      meaning
 ==================  ========  =====================================================================================
 ``key``             string    the item as the job knows it: a document id (describe) or a file path (upload)
 ``index``           int64     the item's position in the input
-``status``          string    ``done``, ``failed``, ``unknown`` (an upload that may have been made), ``pending``
-``document_id``     string    the document (describe: the id; upload: the id the service gave); null if none
+``status``          string    the journal's: ``done``, ``failed``, ``unknown`` (an upload that may or may not
+                              have been made; also one in flight in a running job), ``pending`` (not done yet)
+``document_id``     string    the document (describe: the id; upload: the id the service gave, also for an
+                              upload whose processing failed under ``--wait``); null if none
 ``document_type``   string    type code such as ``lr``; null if not known
 ``document_date``   string    the document's date, ISO 8601 UTC (``2024-03-01T00:00:00+00:00``); null if none
 ``files``           int64     number of files of the document (describe); null otherwise
-``report_items``    int64     number of smart-report items (they are rows of the second table); null if none
+``report_items``    int64     number of smart-report items (rows of the second table); null: no smart report
 ``error_type``      string    the error's class (``DocumentNotFound``, ``ServerError``, ...); null when done
 ``error``           string    the error's message (never a body or personal data); null when done
 ==================  ========  =====================================================================================
@@ -32,18 +35,29 @@ column           type    meaning
 ``verified``     bool    the value was verified by a person (the report's ``verified`` list)
 ===============  ======  ==============================================================================
 
-Formats, chosen by the suffix of ``to`` or by ``format``: ``csv`` writes ``to`` (documents) and, beside it,
-``<stem>.items.csv`` (report items), with the standard library; ``parquet`` writes ``to`` and
-``<stem>.items.parquet`` through ``pyarrow`` (the ``health_async[parquet]`` extra, imported only here, when
-asked for), in row groups of :data:`BATCH` rows with the fixed schemas above. Both stream: the journal is read
-with a cursor and the output file line by line, so memory stays flat over millions of rows.
+Formats, chosen by ``format`` or else by the suffix of ``to`` (``.csv``, ``.parquet``; anything else is
+:class:`~health_async.errors.InvalidRequest` before anything is written): ``csv`` writes ``to`` (documents) and,
+beside it, ``<stem>.items.csv`` (report items), with the standard library (UTF-8, a header row, ``csv``'s
+default dialect; null is the empty field, ``verified`` is ``True``/``False``); ``parquet`` writes ``to`` and
+``<stem>.items.parquet`` through ``pyarrow`` (the ``health_async[parquet]`` extra, imported only here, when asked
+for), in row groups of :data:`BATCH` rows with the fixed schemas above (string = ``pa.string()``, int64 =
+``pa.int64()``, bool = ``pa.bool_()``, every column nullable). Both stream: the journal is read with a cursor and
+the output file line by line, so memory stays flat over millions of rows.
+
+The export reads one snapshot of the journal (one SQLite read transaction) and only the committed part of the
+output file, so it is consistent even while a run is going on, and never changes either. Each table is written
+to ``<name>.partial`` and renamed over ``<name>`` only when both are complete: a failed export leaves no half
+table behind.
 
 Judgement calls: two files rather than one with a repeated document part (a report item is a different grain);
-the CSV null is the empty field; ``files`` is a count (the links in the output are presigned and expire).
+``files`` is a count (the links in the output are presigned and expire); ``key`` and ``index`` are kept (an
+upload's key is its file path, the only link back to the input); a failed item's error is split into
+``error_type`` and ``error``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import os
@@ -80,6 +94,10 @@ ITEM_COLUMNS: Final = ("document_id", "name", "value", "unit", "range", "flag", 
 
 Row = tuple[Any, ...]
 
+_CHANGED: Final = (
+    "the output file was changed outside the job (its committed lines are not the job's): nothing exported"
+)
+
 
 def export(
     journal: str | os.PathLike[str], to: str | os.PathLike[str], *, format: ExportFormat | None = None
@@ -87,64 +105,100 @@ def export(
     """Write the two tables of the job behind ``journal``; returns (document rows, report item rows).
 
     Raises :class:`~health_async.errors.InvalidRequest` before writing anything for an unknown format, a file
-    that is not an ingest journal, or ``parquet`` without ``pyarrow``."""
+    that is not an ingest journal, a missing or shortened output file, a target that is the journal or its output,
+    or ``parquet`` without ``pyarrow``; and, leaving no table behind, for an output file changed outside the job."""
     target = Path(to)
-    kind = format or target.suffix.lstrip(".").lower()
+    kind = str(format).lower() if format is not None else target.suffix.lstrip(".").lower()
     if kind not in ("csv", "parquet"):
         raise InvalidRequest("export writes .csv or .parquet (give a name with that suffix, or format=)")
     items_path = target.with_name(f"{target.stem}.items.{kind}")
     with _open_journal(journal) as db:
         out_path, offset = _output_of(db)
+        _check_targets((target, items_path), [os.fspath(journal), *([out_path] if out_path else [])])
         documents, items = _tables(db, out_path, offset)
-        if kind == "csv":
-            return _write_csv(target, items_path, documents, items)
-        return _write_parquet(target, items_path, documents, items)
+        write = _write_csv if kind == "csv" else _write_parquet
+        return write(target, items_path, documents, items)
 
 
 class _open_journal:
+    """The journal, read-only, inside one read transaction: one snapshot, even while a run commits."""
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not os.path.isfile(path):
             raise InvalidRequest("the journal does not exist")
         uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
         try:
-            self.db = sqlite3.connect(uri, uri=True)
-            self.db.execute("SELECT k, v FROM meta LIMIT 1")
+            self.db = sqlite3.connect(uri, uri=True, isolation_level=None)
         except sqlite3.DatabaseError:
+            raise InvalidRequest("the file is not an ingest journal") from None
+        try:
+            self.db.execute("BEGIN")
+            self.db.execute("SELECT k, v FROM meta LIMIT 1")
+            self.db.execute("SELECT key, idx, state, line FROM items LIMIT 1")
+        except sqlite3.DatabaseError:
+            self.db.close()
             raise InvalidRequest("the file is not an ingest journal") from None
 
     def __enter__(self) -> sqlite3.Connection:
         return self.db
 
     def __exit__(self, *exc: object) -> None:
-        self.db.close()
+        self.db.close()  # the read transaction ends with it: nothing was written
 
 
 def _output_of(db: sqlite3.Connection) -> tuple[str | None, int]:
     meta = dict(db.execute("SELECT k, v FROM meta"))
     if "op" not in meta:
         raise InvalidRequest("the file is not an ingest journal")
-    return meta.get("out"), int(meta.get("offset") or 0)
+    out, offset = meta.get("out"), int(meta.get("offset") or 0)
+    if offset:
+        if out is None or not os.path.isfile(out):
+            raise InvalidRequest("the output file the journal vouches for is missing: restore it to export")
+        if os.path.getsize(out) < offset:
+            raise InvalidRequest("the output file is shorter than the journal records: it was changed outside the job")
+    return out, offset
+
+
+def _check_targets(targets: tuple[Path, Path], protected: list[str]) -> None:
+    """Refuse to write over the journal (or its WAL files) or the output it vouches for."""
+    keep = {os.path.realpath(p) for base in protected for p in (base, base + "-wal", base + "-shm")}
+    for path in targets:
+        if os.path.realpath(path) in keep or os.path.realpath(_partial(path)) in keep:
+            raise InvalidRequest("the export would write over the journal or its output file: give another name")
 
 
 def _tables(db: sqlite3.Connection, out_path: str | None, offset: int) -> tuple[Iterator[Row], list[Row]]:
+    """The documents table as a stream, and the list the stream fills with each document's report items."""
     items: list[Row] = []
 
     def documents() -> Iterator[Row]:
-        if out_path is not None and os.path.exists(out_path):
+        if offset:
+            assert out_path is not None  # _output_of checked it
             with open(out_path, "rb") as out:
                 read = 0
                 for raw in out:
-                    read += len(raw)
-                    if read > offset:  # the committed part only: past it is a tail or a half-written batch
+                    if read >= offset:  # the committed part only: past it is a tail or a half-written batch
                         break
-                    line = _json.loads(raw)
+                    read += len(raw)
+                    if read > offset or not raw.endswith(b"\n"):  # the committed part ends with a whole line
+                        raise InvalidRequest(_CHANGED)
+                    try:
+                        line = _json.loads(raw)
+                    except _json.JSONDecodeError:
+                        raise InvalidRequest(_CHANGED) from None
+                    if not isinstance(line, dict) or not isinstance(line.get("key"), str):
+                        raise InvalidRequest(_CHANGED)
                     yield _done_row(line, items)
+                if read < offset:
+                    raise InvalidRequest(_CHANGED)
+        # the rest, from the same snapshot: done items have their line above (failed ones only in the journal)
         cursor = db.execute("SELECT key, idx, state, line FROM items WHERE state != 'done' ORDER BY idx")
         for key, idx, state, raw in cursor:
-            error = _json.loads(raw).get("error", {}) if raw is not None else {}
-            upload = _json.loads(raw).get("upload") if raw is not None else None
+            body = _json.loads(raw) if raw is not None else {}
+            error = body.get("error") or {}
+            upload = body.get("upload")
             doc_id = upload.get("document_id") if isinstance(upload, dict) else None
-            shown = "unknown" if state == "inflight" else str(state)
+            shown = "unknown" if state == "inflight" else str(state)  # as `ingest status` counts it
             yield (key, idx, shown, doc_id, None, None, None, None, error.get("type"), error.get("message"))
 
     return documents(), items
@@ -192,16 +246,39 @@ def _batches(documents: Iterator[Row], items: list[Row]) -> Iterator[tuple[list[
     yield batch, pending
 
 
+def _partial(path: Path) -> Path:
+    return path.with_name(path.name + ".partial")
+
+
+@contextlib.contextmanager
+def _published(*paths: Path) -> Iterator[tuple[Path, ...]]:
+    """Temporary names for ``paths``, renamed over them when the block ends without error, else removed."""
+    partials = tuple(_partial(p) for p in paths)
+    try:
+        yield partials
+    except BaseException:
+        for partial in partials:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+        raise
+    for partial, path in zip(partials, paths, strict=True):
+        os.replace(partial, path)
+
+
 def _write_csv(target: Path, items_path: Path, documents: Iterator[Row], items: list[Row]) -> tuple[int, int]:
     n_docs = n_items = 0
-    with open(target, "w", newline="", encoding="utf-8") as d, open(items_path, "w", newline="", encoding="utf-8") as i:
-        doc_writer, item_writer = csv.writer(d), csv.writer(i)
-        doc_writer.writerow(DOCUMENT_COLUMNS)
-        item_writer.writerow(ITEM_COLUMNS)
-        for doc_rows, item_rows in _batches(documents, items):
-            doc_writer.writerows(doc_rows)
-            item_writer.writerows(item_rows)
-            n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
+    with _published(target, items_path) as (doc_tmp, item_tmp):
+        with (
+            open(doc_tmp, "w", newline="", encoding="utf-8") as d,
+            open(item_tmp, "w", newline="", encoding="utf-8") as i,
+        ):
+            doc_writer, item_writer = csv.writer(d), csv.writer(i)
+            doc_writer.writerow(DOCUMENT_COLUMNS)
+            item_writer.writerow(ITEM_COLUMNS)
+            for doc_rows, item_rows in _batches(documents, items):
+                doc_writer.writerows(doc_rows)
+                item_writer.writerows(item_rows)
+                n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
     return n_docs, n_items
 
 
@@ -216,14 +293,17 @@ def _write_parquet(target: Path, items_path: Path, documents: Iterator[Row], ite
     )
     item_schema = pa.schema([(name, pa.bool_() if name == "verified" else pa.string()) for name in ITEM_COLUMNS])
     n_docs = n_items = 0
-    with pq.ParquetWriter(target, doc_schema) as doc_writer, pq.ParquetWriter(items_path, item_schema) as item_writer:
-        for doc_rows, item_rows in _batches(documents, items):
-            for writer, columns, schema, rows in (
-                (doc_writer, DOCUMENT_COLUMNS, doc_schema, doc_rows),
-                (item_writer, ITEM_COLUMNS, item_schema, item_rows),
-            ):
-                if rows:
-                    table = pa.Table.from_pylist([dict(zip(columns, r, strict=True)) for r in rows], schema)
-                    writer.write_table(table)
-            n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
+    with _published(target, items_path) as (doc_tmp, item_tmp):
+        with (
+            pq.ParquetWriter(doc_tmp, doc_schema) as doc_writer,
+            pq.ParquetWriter(item_tmp, item_schema) as item_writer,
+        ):
+            for doc_rows, item_rows in _batches(documents, items):
+                for writer, schema, rows in ((doc_writer, doc_schema, doc_rows), (item_writer, item_schema, item_rows)):
+                    if rows:
+                        # column by column (no dict per row), each typed by the fixed schema
+                        columns = zip(*rows, strict=True)
+                        arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+                        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
     return n_docs, n_items
