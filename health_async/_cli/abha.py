@@ -17,20 +17,87 @@ ABHA registration or login, one question at a time, with the guided flows of ``c
 
 Answers are read through a prompt function (:data:`PROMPT`, default :func:`default_prompt`): tests pass their own
 to :func:`run_register` / :func:`run_login` or replace :data:`PROMPT`.
+
+Scriptable mode: ``--json --state FILE``
+----------------------------------------
+
+For a script or another program driving the flow (a kiosk, a chat bot), ``abha register --aadhaar|--mobile`` and
+``abha login`` take ``--json --state FILE``: the command never prompts (no getpass, no prompt text) and does
+**one step per run**. Every run reads at most one line of JSON from stdin and writes exactly one line of JSON to
+stdout; the flow between runs is kept in ``FILE``, sealed (encrypted and authenticated, see
+``AbhaFlow.to_state(seal=key)``) with the key in ``HEALTH_ASYNC_STATE_KEY``: URL-safe base64 of 16, 24 or 32
+random bytes, e.g. ``python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"``.
+A missing or bad key is refused (exit 2) before anything is read or sent. The state file is written atomically
+(a temporary file in the same folder, then ``os.replace``) with mode 0600, and expires 30 minutes after its last
+step (about an ABDM transaction's life).
+
+* **First run** (``FILE`` does not exist): the start input, one JSON object: ``{"aadhaar": "..."}``
+  (``register --aadhaar``; ``--no-validate`` as usual), ``{"mobile": "..."}`` (``register --mobile``),
+  ``{"identifier": "...", "method": "mobile"}`` (``login``; ``method`` is one of ``phr_address``, ``mobile``,
+  ``abha_number``, ``aadhaar_number``, default ``--method``, itself default ``phr_address``; both given must
+  agree). The OTP is sent, ``FILE`` written, and the step line printed.
+* **Later runs** (``FILE`` exists): the answer to the current step, one JSON object:
+
+  ======================  ==================================================================================
+  step                    answer
+  ======================  ==================================================================================
+  ``verify_otp``          ``{"otp": "123456", "mobile": "..."}`` (``mobile``: in an Aadhaar registration only,
+                          and needed there: the number the ABHA is linked to), or ``{"resend": true}``
+  ``verify_mobile_otp``   ``{"otp": "..."}`` (sent to that other mobile), or ``{"resend": true}``
+  ``select_account``      ``{"abha_address": "..."}``: one of ``accounts`` (may be left out when there is one)
+  ``create_address``      ``{"abha_address": "new.name@abdm"}``; a mobile registration adds ``"profile":
+                          {"first_name", "gender" (M, F, O), "date_of_birth" (YYYY-MM-DD), "pincode", and
+                          optionally "middle_name", "last_name", "address"}``. When the step line lists
+                          ``accounts`` (a mobile shared with existing ABHA addresses), one of those addresses
+                          logs into it instead of creating one.
+  ======================  ==================================================================================
+
+* **Step line** (stdout, exit status 3, :data:`EXIT_WAITING`: run again with the answer): ``{"step": ...}``
+  with, at an OTP step, ``"hint"`` (where the OTP went, the mobile masked by the service) and ``"resend_in"``
+  (seconds until ``{"resend": true}`` is allowed; ``null``: no resend, as in a login or when none are left); at
+  ``select_account`` / ``create_address``, ``"accounts"`` (the existing ABHA addresses) when there are some; on
+  arriving at ``create_address`` in an Aadhaar registration or login, ``"suggestions"`` (free addresses).
+* **Done** (exit 0): ``{"step": "done", "abha_address", "abha_number" (masked), "created", "kyc_verified",
+  "oid"}``, the result of the interactive mode, never the tokens; ``FILE`` is deleted.
+* **No answer** (stdin empty, or a blank line) at a later run: the step line again, exit 3, nothing sent. At the
+  first run there is nothing to wait for: an error (exit 1).
+* **Errors** (exit 1): one line ``{"step": <the current step, null before there is a flow>, "error": {"type",
+  "message"[, "status"]}}`` plus the fields of the step line. A malformed line or a refused answer (a wrong OTP,
+  ``ResendTooSoon``, an address taken, a lost answer: ``OutcomeUnknown``) keeps the flow: ``FILE`` is saved
+  again (a failed step may have moved it) and the same step can be answered again. A flow that cannot go on
+  (``blocked``: ABDM's rate limit or block, with ``"blocked_until"``; ``log_in``: a lost create that most likely
+  took effect, with ``"abha_address"``) and an expired ``FILE`` are deleted: start again. A ``FILE`` that does not
+  open (changed, another key: ``FlowStateInvalid``) or holds another command's flow is left as it is.
+* Exit status 2: bad usage (``--json`` without ``--state``, ``--state`` without ``--json``) or a bad key; 130:
+  Ctrl-C (the flow, as far as it got, is saved).
+* Nothing written (stdout, stderr, ``FILE`` in clear) holds an OTP, an Aadhaar or mobile number, a token or the
+  key; error messages are the library's (which name the rule, never the value), with any number of this run's
+  input blotted out besides.
+* Judgement calls: the flow's ``X-Pt-Id`` is that of the first run's ``--user-id`` (kept in the state), later
+  runs' ``--user-id`` is not used; two runs at once on one ``FILE`` are not locked against each other (run the
+  steps one after another).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import binascii
+import contextlib
 import datetime as dt
 import getpass
+import os
 import sys
-from collections.abc import Awaitable, Callable
-from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import attrs
+import pybase64
 
 from .. import _constants as C
+from .. import _json
 from .._aadhaar import normalize_aadhaar
 from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_abha_number
 from .._mobile import normalize_mobile
@@ -38,6 +105,7 @@ from ..errors import (
     AbhaError,
     AbhaRateLimited,
     AccountLikelyCreated,
+    FlowStateExpired,
     HealthError,
     InvalidFlowStep,
     InvalidRequest,
@@ -47,24 +115,34 @@ from ..errors import (
 )
 from ..models import AbhaAccount, FlowStep, LoginMethod, NewAbhaProfile
 from ..resources import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
-from ._output import Command, emit
+from ._output import Command, emit, error_json
 
 if TYPE_CHECKING:
     from .._client import HealthClient
 
 __all__ = [
+    "ENV_STATE_KEY",
+    "EXIT_WAITING",
     "NO_CLIENT",
     "PROMPT",
     "Prompt",
     "abha_headers",
     "add_commands",
     "default_prompt",
+    "run_json",
     "run_login",
     "run_register",
 ]
 
 #: Commands of this module that run without a HealthClient built by ``cli.run`` (they get ``None``).
 NO_CLIENT: frozenset[str] = frozenset()
+
+#: Exit status of ``--json`` when the flow waits for the next answer: run the command again with it.
+EXIT_WAITING: Final = 3
+#: The environment variable holding the key that seals ``--state`` files (URL-safe base64 of 16, 24 or 32 bytes).
+ENV_STATE_KEY: Final = "HEALTH_ASYNC_STATE_KEY"
+#: The longest line of JSON ``--json`` reads from stdin.
+MAX_INPUT_LINE: Final = 64 * 1024
 
 #: Answers that do not move the flow on (bad input, a refused resend, a wrong OTP) before the command gives up.
 MAX_IDLE_ANSWERS = 8
@@ -441,7 +519,439 @@ async def run_login(
     return await _converse("abha login", client, talk, start, headers, ask_mobile=False)
 
 
+# ------------------------------------------------------------------------------------------------ --json
+
+
+class _Usage(Exception):
+    """Bad usage or configuration of ``--json`` (exit status 2)."""
+
+
+def state_key(environ: Mapping[str, str] | None = None) -> bytes:
+    """The key sealing the ``--state`` files, from :data:`ENV_STATE_KEY`. Raises :class:`_Usage` (never showing
+    the key) when it is missing or not URL-safe base64 of 16, 24 or 32 bytes."""
+    text = (os.environ if environ is None else environ).get(ENV_STATE_KEY, "").strip()
+    how = "URL-safe base64 of 16, 24 or 32 random bytes"
+    if not text:
+        raise _Usage(f"{ENV_STATE_KEY} is not set: --json seals its state file with that key ({how})")
+    try:
+        key = pybase64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):
+        raise _Usage(f"{ENV_STATE_KEY} is not URL-safe base64 (it must be {how})") from None
+    if len(key) not in (16, 24, 32):
+        raise _Usage(f"{ENV_STATE_KEY} holds {len(key)} bytes; it must be {how}")
+    return key
+
+
+class _Secrets:
+    """What this run was given that no output may show (numbers, OTPs): blotted out of error messages."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+
+    def add(self, *values: str | None) -> None:
+        for value in values:
+            if value is None:
+                continue
+            for form in (value.strip(), "".join(c for c in value if c.isdigit())):
+                if len(form) >= 4:
+                    self.values.add(form)
+
+    def scrub(self, text: str) -> str:
+        for value in sorted(self.values, key=len, reverse=True):
+            text = text.replace(value, "***")
+        return text
+
+
+def _error(exc: BaseException, secrets: _Secrets) -> dict[str, Any]:
+    out = error_json(exc)
+    out["message"] = secrets.scrub(out["message"])
+    source_code = getattr(exc, "source_code", None)
+    if isinstance(source_code, str):
+        out["source_code"] = source_code
+    return out
+
+
+def _read_answer(stream: IO[str] | None) -> dict[str, Any] | None:
+    """One JSON object from one line of ``stream``; ``None`` when there is none (end of input, a blank line)."""
+    if stream is None:
+        return None
+    try:
+        line = stream.readline(MAX_INPUT_LINE + 2)
+    except UnicodeDecodeError:
+        raise InvalidRequest("the input line is not UTF-8") from None
+    if len(line.rstrip("\r\n")) > MAX_INPUT_LINE:
+        raise InvalidRequest(f"the input line is longer than {MAX_INPUT_LINE} characters")
+    if not line.strip():
+        return None
+    try:
+        value = _json.loads(line)
+    except ValueError:
+        raise InvalidRequest("the input line is not JSON (one JSON object on one line)") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("the input line must be a JSON object")
+    return value
+
+
+def _fields(answer: Mapping[str, Any], where: str, allowed: Iterable[str]) -> None:
+    names = sorted(allowed)
+    if any(name not in names for name in answer):  # the unknown names are not repeated: they are input
+        raise InvalidRequest(f"{where} takes only " + ", ".join(f'"{n}"' for n in names))
+
+
+def _optional_text(answer: Mapping[str, Any], name: str) -> str | None:
+    value = answer.get(name)
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest(f'"{name}" must be a string')
+    return value
+
+
+def _text(answer: Mapping[str, Any], name: str) -> str:
+    value = _optional_text(answer, name)
+    if value is None:
+        raise InvalidRequest(f'"{name}" is needed')
+    return value
+
+
+_START_INPUT: Final = {
+    "aadhaar": '{"aadhaar": "..."}',
+    "mobile": '{"mobile": "..."}',
+    "login": '{"identifier": "...", "method": "..."} (method optional)',
+}
+
+
+def _login_method(args: argparse.Namespace, given: str | None) -> LoginMethod:
+    flag = getattr(args, "method", None)
+    if given is None:
+        return LoginMethod(flag or LoginMethod.PHR_ADDRESS.value)
+    method = next((m for m in _IDENTIFIERS if m.value == given), None)
+    if method is None:
+        raise InvalidRequest('"method" must be one of ' + ", ".join(m.value for m in _IDENTIFIERS))
+    if flag is not None and flag != method.value:
+        raise InvalidRequest('"method" and --method differ: give one of them')
+    return method
+
+
+async def _start(
+    client: HealthClient, args: argparse.Namespace, answer: Mapping[str, Any], secrets: _Secrets
+) -> AbhaFlow:
+    """Start the command's flow from the first run's input (checked before anything is sent)."""
+    headers = abha_headers(args)
+    if args.abha_command == "register" and args.mobile:
+        _fields(answer, "the start of a mobile registration", ["mobile"])
+        raw = _text(answer, "mobile")
+        secrets.add(raw)
+        mobile = normalize_mobile(raw)
+        secrets.add(mobile)
+        return await client.abha.register_with_mobile(mobile, **headers)
+    if args.abha_command == "register":
+        _fields(answer, "the start of an Aadhaar registration", ["aadhaar"])
+        validate = not getattr(args, "no_validate", False)
+        raw = _text(answer, "aadhaar")
+        secrets.add(raw)
+        number = normalize_aadhaar(raw, validate=validate)
+        secrets.add(number)
+        return await client.abha.register_with_aadhaar(number, validate=validate, **headers)
+    _fields(answer, "the start of a login", ["identifier", "method"])
+    method = _login_method(args, _optional_text(answer, "method"))
+    _question, check, secret = _IDENTIFIERS[method]
+    raw = _text(answer, "identifier")
+    if secret:
+        secrets.add(raw)
+    identifier = check(raw)
+    if secret:
+        secrets.add(identifier)
+    return await client.abha.login(method, identifier, **headers)
+
+
+_PROFILE_FIELDS: Final = ("first_name", "middle_name", "last_name", "gender", "date_of_birth", "pincode", "address")
+
+
+def _profile_of(value: Any) -> NewAbhaProfile | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidRequest('"profile" must be a JSON object')
+    _fields(value, '"profile"', _PROFILE_FIELDS)
+    fields = dict(value)
+    born = fields.get("date_of_birth")
+    if not isinstance(born, str):
+        raise InvalidRequest('"profile" needs "date_of_birth" as "YYYY-MM-DD"')
+    fields["date_of_birth"] = _date(born)
+    if isinstance(fields.get("gender"), str):
+        fields["gender"] = _gender(fields["gender"])
+    try:
+        return NewAbhaProfile(**fields)
+    except InvalidRequest:
+        raise
+    except TypeError:  # a required field left out, or not a string
+        raise InvalidRequest(
+            '"profile" needs "first_name", "gender", "date_of_birth" and "pincode" (strings)'
+        ) from None
+
+
+def _offered(flow: AbhaFlow, address: str) -> bool:
+    """Whether ``address`` is one of the flow's existing accounts (name compared without case and suffix)."""
+    key = address.strip().lower().partition("@")[0]
+    return any((a.abha_address or "").strip().lower().partition("@")[0] == key for a in flow.accounts)
+
+
+async def _create_answer(flow: AbhaFlow, answer: Mapping[str, Any], where: str) -> None:
+    _fields(answer, where, ["abha_address", "profile"])
+    address = _text(answer, "abha_address")
+    if flow.accounts and _offered(flow, address):  # a mobile shared with existing ABHA addresses: log into one
+        await flow.choose(address)
+        return
+    profile = _profile_of(answer.get("profile"))
+    if isinstance(flow, MobileRegistration) and profile is None:
+        raise InvalidRequest(
+            'a mobile registration (no Aadhaar KYC) needs "profile": {"first_name", "gender", "date_of_birth", '
+            '"pincode"}'
+        )
+    await flow.create(address, profile=profile)
+
+
+async def _answer(flow: AbhaFlow, answer: Mapping[str, Any], secrets: _Secrets) -> tuple[str, ...]:
+    """Do the flow's current step with ``answer``; returns the free addresses to show when the step arrived at
+    ``CREATE_ADDRESS`` (an Aadhaar registration or login: the KYC gives the names)."""
+    step = flow.next_step
+    where = f"the answer at {step.value}"
+    if step in (FlowStep.VERIFY_OTP, FlowStep.VERIFY_MOBILE_OTP):
+        needs_mobile = step is FlowStep.VERIFY_OTP and isinstance(flow, AadhaarRegistration)
+        _fields(answer, where, ["otp", "mobile", "resend"] if needs_mobile else ["otp", "resend"])
+        if "resend" in answer:
+            if answer["resend"] is not True or len(answer) != 1:
+                raise InvalidRequest('a resend is {"resend": true}, alone')
+            await flow.resend_otp()
+            return ()
+        otp = _text(answer, "otp")
+        secrets.add(otp)
+        if step is FlowStep.VERIFY_MOBILE_OTP:
+            await flow.verify_mobile_otp(otp)
+        else:
+            mobile = _optional_text(answer, "mobile")
+            if mobile is not None:
+                secrets.add(mobile)
+                mobile = normalize_mobile(mobile)
+                secrets.add(mobile)
+            elif needs_mobile:
+                raise InvalidRequest(
+                    '"mobile" is needed with the OTP of an Aadhaar registration: the mobile number to link the ABHA to'
+                )
+            await flow.verify_otp(otp, mobile=mobile)
+    elif step is FlowStep.SELECT_ACCOUNT:
+        _fields(answer, where, ["abha_address"])
+        await flow.choose(_optional_text(answer, "abha_address"))
+    elif step is FlowStep.CREATE_ADDRESS:
+        await _create_answer(flow, answer, where)
+    else:  # pragma: no cover - the ended steps never get here (see _next_run)
+        raise InvalidFlowStep(f"the flow is at {step.value}: nothing more to answer")
+    if step is not FlowStep.CREATE_ADDRESS and flow.next_step is FlowStep.CREATE_ADDRESS:
+        if not isinstance(flow, MobileRegistration):  # a mobile registration's suggestions need the profile
+            return await _suggestions(flow, None)
+    return ()
+
+
+def _step_line(flow: AbhaFlow, suggestions: Iterable[str] = ()) -> dict[str, Any]:
+    """The line saying where the flow is and what it waits for."""
+    step = flow.next_step
+    line: dict[str, Any] = {"step": step.value}
+    if step in (FlowStep.VERIFY_OTP, FlowStep.VERIFY_MOBILE_OTP):
+        wait = flow.resend_available_in()
+        line["hint"] = flow.hint
+        line["resend_in"] = None if wait is None else round(wait, 1)
+    elif step in (FlowStep.SELECT_ACCOUNT, FlowStep.CREATE_ADDRESS) and flow.accounts:
+        line["accounts"] = [a.abha_address for a in flow.accounts]
+    elif step is FlowStep.BLOCKED:
+        line["blocked_until"] = flow.blocked_until
+    free = list(suggestions)
+    if free:
+        line["suggestions"] = free
+    return line
+
+
+def _save(path: Path, sealed: str) -> None:
+    """Write the sealed state to ``path`` atomically (a temporary file beside it, then ``os.replace``), mode 0600
+    (:func:`tempfile.mkstemp` creates it so, readable and writable by its owner only, before anything is written)."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(sealed + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _load(path: Path) -> str | None:
+    """The sealed state in ``path``, or ``None`` when there is no such file (a first run)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except FileNotFoundError:
+        return None
+    return data.decode("utf-8", "replace").strip()
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def _file_error(exc: OSError, what: str) -> dict[str, Any]:
+    """An error of the state file, without its name (the user has it)."""
+    return {"type": type(exc).__name__, "message": f"the state file {what} ({exc.strerror or type(exc).__name__})"}
+
+
+_ENDED: Final = frozenset({FlowStep.DONE, FlowStep.LOG_IN, FlowStep.BLOCKED})
+
+
+def _finish(
+    flow: AbhaFlow,
+    path: Path,
+    key: bytes,
+    secrets: _Secrets,
+    *,
+    error: BaseException | None = None,
+    suggestions: Iterable[str] = (),
+) -> int:
+    """After a step: the result (done: the state file deleted), or the state saved and the step line, with the
+    step's error if any; returns the exit status."""
+    step = flow.next_step
+    if step is FlowStep.DONE and flow.account is not None and error is None:
+        _remove(path)
+        emit({"step": step.value, **_result(flow.account)})
+        return 0
+    line = _step_line(flow, suggestions)
+    if step in _ENDED:  # the flow cannot go on (blocked, a create that most likely took effect): start again
+        _remove(path)
+        if isinstance(error, AccountLikelyCreated):
+            line["abha_address"] = error.abha_address
+        if error is None:
+            error = InvalidFlowStep(f"the flow has ended at {step.value}: start a new one")
+    else:
+        try:
+            _save(path, flow.to_state(seal=key))
+        except OSError as exc:
+            emit({**line, "error": _file_error(exc, "could not be written: the flow cannot go on; start again")})
+            return 1
+    if error is not None:
+        problem = _error(error, secrets)
+        if step is FlowStep.CREATE_ADDRESS and problem.get("source_code") == "ABDM-1101":  # the service says little
+            problem["message"] = f"that ABHA address is taken: choose another ({problem['message']})"
+        emit({**line, "error": problem})
+        return 1
+    emit(line)
+    return EXIT_WAITING
+
+
+_FLOW_OF: Final[dict[tuple[str, bool], type[AbhaFlow]]] = {
+    ("register", False): AadhaarRegistration,
+    ("register", True): MobileRegistration,
+    ("login", False): AbhaLogin,
+}
+
+
+async def _first_run(
+    client: HealthClient, args: argparse.Namespace, path: Path, key: bytes, stdin: IO[str] | None, secrets: _Secrets
+) -> int:
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK | os.X_OK):
+        folder = OSError(0, "its folder does not exist or is not writable")
+        emit({"step": None, "error": _file_error(folder, "cannot be written; nothing sent")})
+        return 1
+    try:
+        answer = _read_answer(stdin)
+        if answer is None:
+            kind = "mobile" if args.abha_command == "register" and args.mobile else "aadhaar"
+            kind = "login" if args.abha_command == "login" else kind
+            raise InvalidRequest(f"no start input: the first run reads one JSON line, {_START_INPUT[kind]}")
+        flow = await _start(client, args, answer, secrets)
+    except HealthError as exc:  # nothing was started: no state
+        emit({"step": None, "error": _error(exc, secrets)})
+        return 1
+    return _finish(flow, path, key, secrets)
+
+
+async def _next_run(
+    client: HealthClient,
+    args: argparse.Namespace,
+    path: Path,
+    key: bytes,
+    sealed: str,
+    stdin: IO[str] | None,
+    secrets: _Secrets,
+) -> int:
+    try:
+        flow = client.abha.resume(sealed, seal=key)
+    except FlowStateExpired as exc:  # start again: the file is of no more use
+        _remove(path)
+        emit({"step": None, "error": _error(exc, secrets)})
+        return 1
+    except InvalidRequest as exc:  # FlowStateInvalid (changed, another key), a state of another version: kept
+        emit({"step": None, "error": _error(exc, secrets)})
+        return 1
+    expected = _FLOW_OF[(args.abha_command, bool(getattr(args, "mobile", False)))]
+    if type(flow) is not expected:
+        mismatch = InvalidRequest(f"the state file holds a {flow.kind} flow, not one of this command; left as it is")
+        emit({"step": None, "error": _error(mismatch, secrets)})
+        return 1
+    if flow.next_step in _ENDED:
+        return _finish(flow, path, key, secrets)
+    try:
+        answer = _read_answer(stdin)
+    except InvalidRequest as exc:
+        return _finish(flow, path, key, secrets, error=exc)
+    if answer is None:  # nothing to do: say again what the flow waits for
+        emit(_step_line(flow))
+        return EXIT_WAITING
+    try:
+        suggestions = await _answer(flow, answer, secrets)
+    except HealthError as exc:
+        return _finish(flow, path, key, secrets, error=exc)
+    except (KeyboardInterrupt, asyncio.CancelledError):  # keep the flow as far as it got
+        if flow.next_step not in _ENDED:
+            with contextlib.suppress(OSError, HealthError):
+                _save(path, flow.to_state(seal=key))
+        raise
+    return _finish(flow, path, key, secrets, suggestions=suggestions)
+
+
+async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | None = None) -> int:
+    """``abha register|login --json --state FILE``: one step of the flow per run, JSON in and out (see the module
+    docstring); returns the exit status (0 done, :data:`EXIT_WAITING` waiting for the next answer, 1 an error,
+    2 bad usage or key, 130 Ctrl-C)."""
+    label = f"health-async abha {args.abha_command}"
+    if not getattr(args, "json", False):
+        sys.stderr.write(f"{label}: --state FILE goes with --json (the interactive mode keeps no state)\n")
+        return 2
+    try:
+        if not getattr(args, "state", None):
+            raise _Usage("--json needs --state FILE: where the flow is kept between runs")
+        key = state_key()
+    except _Usage as exc:
+        emit({"step": None, "error": {"type": "UsageError", "message": str(exc)}})
+        return 2
+    path = Path(args.state)
+    stream = sys.stdin if stdin is None else stdin
+    secrets = _Secrets()
+    try:
+        sealed = _load(path)
+    except OSError as exc:
+        emit({"step": None, "error": _file_error(exc, "cannot be read")})
+        return 1
+    try:
+        if sealed is None:
+            return await _first_run(client, args, path, key, stream, secrets)
+        return await _next_run(client, args, path, key, sealed, stream, secrets)
+    except KeyboardInterrupt:
+        return 130
+
+
 async def _abha(client: Any, args: argparse.Namespace) -> int:
+    if getattr(args, "json", False) or getattr(args, "state", None) is not None:
+        return await run_json(client, args)
     if args.abha_command == "register":
         return await run_register(client, args)
     return await run_login(client, args)
@@ -458,9 +968,10 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     """Add ``abha`` (``register``, ``login``) to ``sub``; return ``{"abha": handler}``."""
     parser = sub.add_parser(
         "abha",
-        help="ABHA registration and login, step by step (interactive)",
+        help="ABHA registration and login, step by step (interactive, or scripted with --json)",
         description="Walk a person through an ABHA registration or login. Numbers and OTPs are typed without echo; "
-        "the result is one JSON line (never the tokens). Ctrl-C stops cleanly (exit 130).",
+        "the result is one JSON line (never the tokens). Ctrl-C stops cleanly (exit 130). With --json --state FILE: "
+        "no prompts, one step per run, JSON lines in and out (exit 3: waiting for the next answer).",
     )
     asub = parser.add_subparsers(dest="abha_command", required=True, metavar="SUBCOMMAND")
     p = asub.add_parser(
@@ -475,6 +986,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     how.add_argument("--aadhaar", action="store_true", help="register with an Aadhaar OTP")
     how.add_argument("--mobile", action="store_true", help="register with a mobile OTP (no KYC)")
     p.add_argument("--no-validate", action="store_true", help="skip the Aadhaar digit rules (sandbox numbers)")
+    _add_json_flags(p)
     p = asub.add_parser(
         "login",
         parents=[common],
@@ -485,7 +997,21 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument(
         "--method",
         choices=[m.value for m in _IDENTIFIERS],
-        default=LoginMethod.PHR_ADDRESS.value,
+        default=None,  # phr_address; None tells --json that the flag was not given (see _login_method)
         help="what identifies the person (default phr_address: the ABHA address)",
     )
+    _add_json_flags(p)
     return {"abha": _abha}
+
+
+def _add_json_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="no prompts: one step per run, one JSON line in (stdin) and out; exit 3 while waiting for an answer",
+    )
+    p.add_argument(
+        "--state",
+        metavar="FILE",
+        help=f"with --json: where the flow is kept between runs (sealed with the key in {ENV_STATE_KEY}; mode 0600)",
+    )
