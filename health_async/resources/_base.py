@@ -41,6 +41,26 @@ class Resource:
             return self._client.user_id
         return optional_header_value("user_id", user_id)
 
+    def _partner_headers(
+        self,
+        user_id: str | NotGiven | None = NOT_GIVEN,
+        partner_user_id: str | NotGiven | None = NOT_GIVEN,
+        partner_hip_id: str | NotGiven | None = NOT_GIVEN,
+    ) -> dict[str, str]:
+        """``X-Pt-Id``, ``X-Partner-Pt-Id`` and ``X-Hip-Id`` (the ABHA and ABDM calls' optional headers): each the
+        call's value, the client's default when not given, none when ``None``; checked like every header value."""
+        client = self._client
+        headers: dict[str, str] = {}
+        for name, given, default in (
+            (C.H_PT_ID, user_id, client.user_id),
+            (C.H_PARTNER_PT_ID, partner_user_id, client.partner_user_id),
+            (C.H_HIP_ID, partner_hip_id, client.partner_hip_id),
+        ):
+            value = default if isinstance(given, NotGiven) else optional_header_value(name, given)
+            if value is not None:
+                headers[name] = value
+        return headers
+
     def _required_user_id(self, user_id: str | NotGiven | None) -> str:
         """The OID for ``X-Pt-Id`` where the call needs one; :class:`InvalidRequest` (nothing sent) without."""
         user = self._user_id(user_id)

@@ -19,7 +19,6 @@ from typing import Any, Final
 
 import pybase64
 
-from .. import _constants as C
 from .. import _json
 from .. import _routes as R
 from .._abha_input import normalize_abha_address
@@ -103,17 +102,10 @@ class Abdm(Resource):
     """The hospital's side of ABDM's exchange (see the module)."""
 
     def _headers(self, oid: str | None = None, partner_user_id: str | None = None) -> dict[str, str]:
-        client = self._client
-        headers: dict[str, str] = {}
-        pt = oid if oid is not None else client.user_id
-        for name, value in (
-            (C.H_PT_ID, pt),
-            (C.H_PARTNER_PT_ID, partner_user_id if partner_user_id is not None else client.partner_user_id),
-            (C.H_HIP_ID, client.partner_hip_id),
-        ):
-            if value is not None:
-                headers[name] = value
-        return headers
+        """The optional partner headers; a ``None`` here means "the client's default"."""
+        return self._partner_headers(
+            NOT_GIVEN if oid is None else oid, NOT_GIVEN if partner_user_id is None else partner_user_id
+        )
 
     @checked
     async def link_care_contexts(
@@ -249,7 +241,7 @@ class Abdm(Resource):
         if expires is not None and expires <= moment:
             raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
         plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundles[cid]) for cid in asked if cid in bundles}
-        order = [cid for cid in asked if cid in plain]
+        order = list(plain)  # the request's order: plain was filled in it
         for page, cid in enumerate(order, start=1):
             material = KeyMaterial.generate()  # fresh for every page: no IV ever serves twice
             content = material.encrypt(plain[cid], peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)

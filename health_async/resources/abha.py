@@ -39,7 +39,6 @@ import datetime as dt
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from .. import _constants as C
 from .. import _routes as R
 from .._aadhaar import normalize_aadhaar
 from .._abha_input import (
@@ -52,7 +51,7 @@ from .._abha_input import (
     normalize_txn_id,
 )
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, optional_header_value
+from .._config import NOT_GIVEN
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
 from .._routes import (
@@ -143,17 +142,11 @@ class Abha(Resource):
     # -------------------------------------------------------------------- shared plumbing
 
     def _headers(self, options: AbhaHeaders) -> dict[str, str]:
-        client = self._client
-        headers: dict[str, str] = {}
-        for name, given, default in (
-            (C.H_PT_ID, options.get("user_id", NOT_GIVEN), client.user_id),
-            (C.H_PARTNER_PT_ID, options.get("partner_user_id", NOT_GIVEN), client.partner_user_id),
-            (C.H_HIP_ID, options.get("partner_hip_id", NOT_GIVEN), client.partner_hip_id),
-        ):
-            value = default if isinstance(given, NotGiven) else optional_header_value(name, given)
-            if value is not None:
-                headers[name] = value
-        return headers
+        return self._partner_headers(
+            options.get("user_id", NOT_GIVEN),
+            options.get("partner_user_id", NOT_GIVEN),
+            options.get("partner_hip_id", NOT_GIVEN),
+        )
 
     async def _post(
         self,
