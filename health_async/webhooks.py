@@ -7,10 +7,11 @@ Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex
 
     event = webhooks.verify(raw_body, request.headers.get("Eka-Webhook-Signature"), secret)
 
-:func:`aiohttp_handler` wraps it in a ready-made ``aiohttp.web`` handler. Anything that does not verify raises
-:class:`~health_async.errors.WebhookSignatureError` (answer it with 400); its message names what failed, never
-the secret or the body. The handler also refuses a replay of a webhook it has already accepted, through a
-:class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
+:func:`aiohttp_handler` wraps it in a ready-made ``aiohttp.web`` handler; for ABDM's ``abha.*`` events,
+:func:`abdm_handler` (aiohttp) and :func:`abdm_asgi` (ASGI: FastAPI, Starlette) also answer data requests.
+Anything that does not verify raises :class:`~health_async.errors.WebhookSignatureError` (answer it with 400);
+its message names what failed, never the secret or the body. The handlers also refuse a replay of a webhook they
+have already accepted, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
 
 Judgement calls:
 
@@ -41,8 +42,9 @@ import hashlib
 import heapq
 import hmac
 import math
+import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -63,6 +65,7 @@ __all__ = [
     "DEFAULT_MAX_SEEN",
     "DEFAULT_TOLERANCE",
     "SIGNATURE_HEADER",
+    "AbdmAsgiApp",
     "AbdmHandler",
     "Bundles",
     "DataFetchCallback",
@@ -72,6 +75,7 @@ __all__ = [
     "SeenStore",
     "WebhookEvent",
     "WebhookSecret",
+    "abdm_asgi",
     "abdm_handler",
     "aiohttp_handler",
     "compute_signature",
@@ -608,16 +612,16 @@ def aiohttp_handler(
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
 
     async def handle(request: web.Request) -> web.Response:
-        accepted = await _accept(request, keys, tolerance, max_body_size, store)
-        if isinstance(accepted, web.Response):
-            return accepted
+        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store)
+        if isinstance(accepted, _Answer):
+            return _to_aiohttp(accepted)
         event, key = accepted
 
         async def run() -> str:
             await callback(event)
             return "ok"
 
-        return await _run(store, key, event, run)
+        return _to_aiohttp(await _run(store, key, event, run))
 
     return handle
 
@@ -629,17 +633,11 @@ DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]
 DEFAULT_MAX_REQUESTS: Final = 10_000
 
 
-class AbdmHandler:
-    """An ``aiohttp.web`` handler for ABDM's webhooks; make one with :func:`abdm_handler`.
-
-    Register it, and close it with the app (it may have pushes under way)::
-
-        handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=load_bundles)
-        app.router.add_post("/webhooks/abdm", handler.handle)
-        app.on_cleanup.append(handler.on_cleanup)
-
-    (aiohttp takes a coroutine function as a handler, hence the bound method :meth:`handle`.)
-    """
+class _AbdmReceiver:
+    """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event``, the
+    data requests answered in the background (a redelivery ignored), and :attr:`pending`, :meth:`join` and
+    :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming` and the
+    :class:`_Answer` into its framework's response."""
 
     def __init__(
         self,
@@ -658,17 +656,17 @@ class AbdmHandler:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
-        return f"AbdmHandler(pending={len(self._tasks)})"
+        return f"{type(self).__name__}(pending={len(self._tasks)})"
 
     @property
     def pending(self) -> int:
         """Data requests being answered in the background."""
         return len(self._tasks)
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def _respond(self, incoming: _Incoming) -> _Answer:
         """Answer one webhook request (see :func:`abdm_handler`)."""
-        accepted = await _accept(request, self._keys, self._tolerance, self._max_body_size, self._store)
-        if isinstance(accepted, web.Response):
+        accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store)
+        if isinstance(accepted, _Answer):
             return accepted
         event, key = accepted
 
@@ -731,9 +729,52 @@ class AbdmHandler:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+
+class AbdmHandler(_AbdmReceiver):
+    """An ``aiohttp.web`` handler for ABDM's webhooks; make one with :func:`abdm_handler`.
+
+    Register it, and close it with the app (it may have pushes under way)::
+
+        handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=load_bundles)
+        app.router.add_post("/webhooks/abdm", handler.handle)
+        app.on_cleanup.append(handler.on_cleanup)
+
+    (aiohttp takes a coroutine function as a handler, hence the bound method :meth:`handle`.) Also has
+    :attr:`pending`, :meth:`join` and :meth:`aclose`, as :class:`AbdmAsgiApp`.
+    """
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Answer one webhook request (see :func:`abdm_handler`)."""
+        return _to_aiohttp(await self._respond(_from_aiohttp(request)))
+
     async def on_cleanup(self, app: web.Application) -> None:  # noqa: ARG002 - aiohttp's signature
         """:meth:`aclose`, in the form ``app.on_cleanup`` takes."""
         await self.aclose()
+
+
+def _abdm_receiver_args(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    client: HealthClient,
+    on_event: WebhookCallback | None,
+    on_data_fetch: DataFetchCallback | None,
+    tolerance: float,
+    max_body_size: int,
+    seen_store: SeenStore | None,
+) -> tuple[tuple[bytes, ...], HealthClient, WebhookCallback | None, DataFetchCallback | None, float, int, SeenStore]:
+    """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
+    keys = _secrets(secret)
+    _check_tolerance(tolerance)
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise InvalidRequest("max_body_size must be a positive number of bytes")
+    for name, callback in (("on_event", on_event), ("on_data_fetch", on_data_fetch)):
+        if callback is not None and not callable(callback):
+            raise InvalidRequest(f"{name} must be an async function")
+    if client is None or not hasattr(client, "abdm"):
+        raise InvalidRequest("client must be the HealthClient that pushes the data")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
+    if not isinstance(store, SeenStore):
+        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    return keys, client, on_event, on_data_fetch, tolerance, max_body_size, store
 
 
 def abdm_handler(
@@ -759,57 +800,232 @@ def abdm_handler(
       Outcomes are logged (counts and error types only: no health data, no ABHA address).
 
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
-    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``.
+    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``. For FastAPI, Starlette or
+    another ASGI framework, :func:`abdm_asgi` is the same receiver as an ASGI application.
     """
-    keys = _secrets(secret)
-    _check_tolerance(tolerance)
-    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
-        raise InvalidRequest("max_body_size must be a positive number of bytes")
-    for name, callback in (("on_event", on_event), ("on_data_fetch", on_data_fetch)):
-        if callback is not None and not callable(callback):
-            raise InvalidRequest(f"{name} must be an async function")
-    if client is None or not hasattr(client, "abdm"):
-        raise InvalidRequest("client must be the HealthClient that pushes the data")
-    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
-    if not isinstance(store, SeenStore):
-        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
-    return AbdmHandler(keys, client, on_event, on_data_fetch, tolerance, max_body_size, store)
+    return AbdmHandler(
+        *_abdm_receiver_args(secret, client, on_event, on_data_fetch, tolerance, max_body_size, seen_store)
+    )
+
+
+# ----------------------------------------------------------------------------------------------- ASGI
+
+# The ASGI 3 types, spelled as Starlette's (``starlette.types``), so that mypy takes the app where they are asked.
+_Scope: TypeAlias = MutableMapping[str, Any]
+_Message: TypeAlias = MutableMapping[str, Any]
+_Receive: TypeAlias = Callable[[], Awaitable[_Message]]
+_Send: TypeAlias = Callable[[_Message], Awaitable[None]]
+
+_SIGNATURE_HEADER_KEY: Final = SIGNATURE_HEADER.lower().encode("ascii")
+_MAX_CONTENT_LENGTH_DIGITS: Final = 18
+
+
+class _ClientGone(Exception):
+    """The ASGI server said ``http.disconnect`` before the whole body arrived."""
+
+
+class AbdmAsgiApp(_AbdmReceiver):
+    """An ASGI 3 application for ABDM's webhooks; make one with :func:`abdm_asgi`.
+
+    The same receiver as :class:`AbdmHandler` (the same checks, answers, ``on_event``, background pushes and
+    redelivery rule; the code is shared), called as ``await app(scope, receive, send)``, with :attr:`pending`,
+    :meth:`join` and :meth:`aclose`.
+    """
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        """Serve one ASGI connection: an ``http`` request, or the ``lifespan`` (shutdown runs :meth:`aclose`).
+
+        Raises:
+            ValueError: any other scope type (``websocket``...), as the ASGI specification asks.
+        """
+        kind = scope.get("type")
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            raise ValueError("the ABDM webhook app serves only http requests (and the lifespan)")
+        try:
+            answer = await self._respond(_from_asgi(scope, receive))
+        except _ClientGone:
+            logger.debug("webhook request ended: the sender went away before its body arrived")
+            return
+        await _send_asgi(send, answer)
+
+    async def _lifespan(self, receive: _Receive, send: _Send) -> None:
+        while True:
+            message = await receive()
+            kind = message.get("type")
+            if kind == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif kind == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _from_asgi(scope: _Scope, receive: _Receive) -> _Incoming:
+    """The neutral request of an ASGI ``http`` scope; its body read from ``http.request`` messages."""
+    declared: int | None = None
+    signature: str | None = None
+    seen_length = seen_signature = False
+    for raw_name, value in scope.get("headers") or ():
+        name = bytes(raw_name).lower()  # lowercase already, as ASGI asks; cheap to be sure
+        if name == b"content-length" and not seen_length:
+            seen_length = True
+            declared = _content_length(bytes(value))
+        elif name == _SIGNATURE_HEADER_KEY and not seen_signature:
+            seen_signature = True
+            signature = bytes(value).decode("latin-1")  # HTTP's header charset; a valid value is ASCII
+    ended = False
+
+    async def next_chunk() -> bytes | None:
+        nonlocal ended
+        while not ended:
+            message = await receive()
+            kind = message.get("type")
+            if kind == "http.disconnect":
+                raise _ClientGone
+            if kind == "http.request":
+                ended = not message.get("more_body", False)
+                return bytes(message.get("body", b""))
+        return None
+
+    async def read(limit: int) -> bytes | None:
+        return await _read_capped(next_chunk, limit)
+
+    return _Incoming(str(scope.get("method", "")), declared, read, signature)
+
+
+def _content_length(value: bytes) -> int | None:
+    """The declared length; None when it is not a number (the streamed cap still holds)."""
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return int(text) if len(text) <= _MAX_CONTENT_LENGTH_DIGITS else sys.maxsize
+
+
+async def _send_asgi(send: _Send, answer: _Answer) -> None:
+    body = answer.text.encode("utf-8")
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode("ascii"))]
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in answer.headers]
+    if answer.close:
+        headers.append((b"connection", b"close"))  # the ASGI way to ask the server not to keep the connection
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def abdm_asgi(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    *,
+    client: HealthClient,
+    on_event: WebhookCallback | None = None,
+    on_data_fetch: DataFetchCallback | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    seen_store: SeenStore | None = None,
+) -> AbdmAsgiApp:
+    """:func:`abdm_handler` as a plain ASGI 3 application (FastAPI, Starlette, Litestar, Quart, any ASGI server),
+    with no dependency on any of them: the same arguments, checks, answers and background pushes.
+
+    FastAPI (Starlette alike)::
+
+        from contextlib import asynccontextmanager
+        from fastapi import FastAPI
+        from health_async import webhooks
+
+        abdm = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=load_bundles, on_event=log_event)
+
+        @asynccontextmanager
+        async def lifespan(app):
+            yield
+            await abdm.aclose()        # a mounted app gets no lifespan of its own: close it with yours
+
+        app = FastAPI(lifespan=lifespan)
+        app.mount("/webhooks/abdm", abdm)
+
+    (For Starlette: ``Starlette(routes=[Mount("/webhooks/abdm", app=abdm)], lifespan=lifespan)``.) A mount
+    serves ``/webhooks/abdm/`` and below: give the service the URL with the trailing slash, as Starlette
+    answers ``/webhooks/abdm`` with a 307 redirect to it. For the exact path, add it as a route instead,
+    ``app.add_route("/webhooks/abdm", abdm)`` (``Route("/webhooks/abdm", abdm)``): Starlette calls an object
+    that is not a function as an ASGI app.
+
+    It answers ``http`` requests as :meth:`AbdmHandler.handle` does (405 with ``Allow: POST`` for another
+    method; 413 from ``Content-Length`` before reading, or once the ``http.request`` chunks pass
+    ``max_body_size``, with ``Connection: close``; 400, 500, 200 as there). A sender that disconnects while its
+    body is read gets nothing, and nothing runs. Served at the top (``uvicorn module:abdm``) it also takes the
+    ``lifespan``: startup completes at once, shutdown runs :meth:`~AbdmAsgiApp.aclose` (pushes under way are
+    cancelled) and then completes. Any other scope type raises ``ValueError``. Cancellation propagates.
+
+    Design: the returned :class:`AbdmAsgiApp` is a class of its own rather than :class:`AbdmHandler` made
+    callable, so each keeps only its framework's surface; both are built on one shared receiver (the checks and
+    the ABDM logic exist once), and both have :attr:`~AbdmAsgiApp.pending`, :meth:`~AbdmAsgiApp.join` and
+    :meth:`~AbdmAsgiApp.aclose`.
+    """
+    return AbdmAsgiApp(
+        *_abdm_receiver_args(secret, client, on_event, on_data_fetch, tolerance, max_body_size, seen_store)
+    )
+
+
+@attrs.frozen
+class _Incoming:
+    """What the checks need of one request, whatever the framework: the method, the declared ``Content-Length``
+    (``None`` when absent), ``read(limit)`` giving the body or ``None`` once over ``limit`` bytes (the rest never
+    read), and the signature header's value (``None`` when absent)."""
+
+    method: str
+    declared: int | None
+    read: Callable[[int], Awaitable[bytes | None]]
+    signature: str | None
+
+
+@attrs.frozen
+class _Answer:
+    """A framework-neutral HTTP answer (plain text); ``close`` asks the server to close the connection."""
+
+    status: int
+    text: str
+    headers: tuple[tuple[str, str], ...] = ()
+    close: bool = False
+
+
+_METHOD_NOT_ALLOWED: Final = _Answer(405, "method not allowed", (("Allow", "POST"),))
+_TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True)  # do not drain the rest of a huge body
 
 
 async def _accept(
-    request: web.Request, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
-) -> tuple[WebhookEvent, str] | web.Response:
-    """The verified, first-seen event of ``request`` and its replay key, or the answer that refuses it (405, 413,
+    incoming: _Incoming, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
+) -> tuple[WebhookEvent, str] | _Answer:
+    """The verified, first-seen event of the request and its replay key, or the answer that refuses it (405, 413,
     400, a 500 when the seen store fails, a 200 for a replay): the checks every handler here makes."""
-    if request.method != "POST":
-        return web.Response(status=405, text="method not allowed", headers={"Allow": "POST"})
-    declared = request.content_length
+    if incoming.method != "POST":
+        return _METHOD_NOT_ALLOWED
+    declared = incoming.declared
     if declared is not None and declared > max_body_size:
         logger.warning("webhook refused: body of %d bytes is over the %d byte limit", declared, max_body_size)
-        return _too_large()
-    body = await _read_capped(request, max_body_size)
+        return _TOO_LARGE
+    body = await incoming.read(max_body_size)
     if body is None:
         logger.warning("webhook refused: body is over the %d byte limit", max_body_size)
-        return _too_large()
+        return _TOO_LARGE
     try:
-        event, key, signed = _verify(body, request.headers.get(SIGNATURE_HEADER), keys, tolerance, None)
+        event, key, signed = _verify(body, incoming.signature, keys, tolerance, None)
     except WebhookSignatureError as exc:
         logger.warning("%s", exc)
-        return web.Response(status=400, text="webhook refused")
+        return _Answer(400, "webhook refused")
     try:
         first = await store.add(key, signed + tolerance)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-        return web.Response(status=500, text="webhook replay check failed")
+        return _Answer(500, "webhook replay check failed")
     if not first:
         logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
-        return web.Response(status=200, text="duplicate webhook ignored")
+        return _Answer(200, "duplicate webhook ignored")
     return event, key
 
 
-async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> web.Response:
+async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> _Answer:
     """200 with ``work``'s text once it returns; 500 when it raises (logged with the event name and the error's
     type only), after forgetting ``key`` so a redelivery runs (also when cancelled, which propagates)."""
     done = False
@@ -820,25 +1036,44 @@ async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[
         raise
     except Exception as exc:
         logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-        return web.Response(status=500, text="webhook callback failed")
+        return _Answer(500, "webhook callback failed")
     finally:
         if not done:
             await _forget(store, key)
-    return web.Response(status=200, text=text)
+    return _Answer(200, text)
 
 
-async def _read_capped(request: web.Request, limit: int) -> bytes | None:
-    """The body, or None once more than ``limit`` bytes arrived (the rest is never read)."""
+async def _read_capped(next_chunk: Callable[[], Awaitable[bytes | None]], limit: int) -> bytes | None:
+    """The body from ``next_chunk()`` (``None`` at its end), or None once more than ``limit`` bytes arrived (the
+    rest is never read)."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        chunk = await request.content.read(_READ_CHUNK)
-        if not chunk:
-            return b"".join(chunks)
+    while (chunk := await next_chunk()) is not None:
         size += len(chunk)
         if size > limit:
             return None
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+# aiohttp side of the neutral checks
+
+
+def _from_aiohttp(request: web.Request) -> _Incoming:
+    async def next_chunk() -> bytes | None:
+        return await request.content.read(_READ_CHUNK) or None
+
+    async def read(limit: int) -> bytes | None:
+        return await _read_capped(next_chunk, limit)
+
+    return _Incoming(request.method, request.content_length, read, request.headers.get(SIGNATURE_HEADER))
+
+
+def _to_aiohttp(answer: _Answer) -> web.Response:
+    response = web.Response(status=answer.status, text=answer.text, headers=dict(answer.headers) or None)
+    if answer.close:
+        response.force_close()
+    return response
 
 
 async def _forget(store: SeenStore, key: str) -> None:
@@ -847,12 +1082,6 @@ async def _forget(store: SeenStore, key: str) -> None:
         await store.discard(key)
     except Exception as exc:
         logger.error("webhook seen store could not forget a failed webhook: %s", type(exc).__name__)
-
-
-def _too_large() -> web.Response:
-    response = web.Response(status=413, text="webhook body too large")
-    response.force_close()  # do not drain the rest of a huge body
-    return response
 
 
 def _safe_event_name(event: WebhookEvent) -> str:
