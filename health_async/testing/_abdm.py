@@ -1,51 +1,115 @@
 """The fake server's ABDM exchange, hospital side (milestone 2): care-context links, the linked list, the SMS
-notification, and the data pushes that answer an HIU's request.
+notification, the data pushes that answer an HIU's request, and the signed webhooks ABDM sends about them.
 
 Written from ``registration.yml`` (``LinkCareContextLinkingRequest``, ``RecordsResponse``,
 ``LinkUnlinkedRecordsNotificationRequest``, ``RecordsHipDataPushRequest``) and the webhook pages
-(``webhooks/hip-data-fetch.mdx``); ABDM's encryption is checked with :mod:`health_async.abdm_crypto` here (and the
-tests check the same pushes with the vendor's ``abdm-ecdh``).
+(``webhooks/link-care-context.mdx``, ``webhooks/hip-data-fetch.mdx``); ABDM's encryption is checked with
+:mod:`health_async.abdm_crypto` here (and the tests check the same pushes with the vendor's ``abdm-ecdh``).
 
-Routes (names for ``server.inject`` and ``server.calls``): ``care_contexts_link`` (202; a linked care context is
-listed with status ``null``: the consent states that follow are not simulated), ``care_contexts_linked``
-(``hip_id`` required: 400 without), ``care_contexts_notify`` (202; 400 unless 10 digits), ``hip_data_push`` (202;
-every page kept).
+Routes (names for ``server.inject`` and ``server.calls``): ``care_contexts_link`` (202, then one
+``abha.link_care_context`` webhook per care context when webhooks are registered; a linked care context is listed
+with status ``null``: the consent states that follow are not simulated), ``care_contexts_linked`` (``hip_id``
+required: 400 without; every link whose OID, or patient, is the ``oid`` query, else the ``X-Pt-Id`` header),
+``care_contexts_notify`` (202; 400 unless 10 digits), ``hip_data_push`` (202; every page kept).
 
 State and test controls: :attr:`FakeAbdm.links` (patient -> care context id -> what was linked: ``display``,
-``hi_type``, the decoded ``data`` bundle or ``None``); :attr:`FakeAbdm.notified` (mobile numbers); a data request
-with :meth:`FakeAbdm.data_request` (a fresh HIU key, the webhook's ``data`` returned); the pushes of a transaction
-decrypted and checked with :meth:`FakeAbdm.received`, or as sent with :meth:`FakeAbdm.pages`.
+``hi_type``, the decoded ``data`` bundle or ``None``, and the patient's ``oid`` or ``None``);
+:attr:`FakeAbdm.notified` (mobile numbers); a data request with :meth:`FakeAbdm.data_request` (a fresh HIU key,
+the webhook's ``data`` returned); the pushes of a transaction decrypted and checked with :meth:`FakeAbdm.received`,
+or as sent with :meth:`FakeAbdm.pages`.
 
-Judgement calls: a patient is the ``abha_address`` of a link, else its ``oid``, else ``X-Pt-Id``; a care context
-linked twice keeps the first link and is counted in :attr:`FakeAbdm.relinked`; the checksum is MD5 hex of the plain
-text (ABDM's HIP specification: "Md5 checksum of the content, before encryption").
+Webhooks: :meth:`FakeAbdm.webhooks` ``(url, secret)`` registers where ABDM's webhooks go (http(s) on loopback
+only, as :func:`~health_async.testing.send_webhook`: ``ValueError`` otherwise, or without a secret; ``None``
+unregisters); unregistered, nothing is sent. :meth:`FakeAbdm.fail_links` ``(care_context_ids, error=LINK_ERROR)``
+makes every later link of those ids end ``ERRORED`` with that ``error`` (the others end ``LINKED``).
+``await`` :meth:`FakeAbdm.send_data_request` ``(care_contexts, **as data_request)`` sends a data request as an
+``abha.hip_data_fetch`` webhook and returns ``(transaction_id, status)`` (:class:`DataRequestSent`).
+:attr:`FakeAbdm.deliveries` lists every attempt as ``(event name, HTTP status or the exception's type name)``;
+``await`` :meth:`FakeAbdm.flush` waits for the webhooks still being sent.
+
+Judgement calls: a patient is the ``abha_address`` of a link, else its ``oid``, else ``X-Pt-Id``; a link's OID is
+its body's ``oid``, else ``X-Pt-Id``, else ``None``; a link a test puts in :attr:`FakeAbdm.links` itself, without an
+``oid``, is listed under its patient key; the list holds each care context id once (the first link found); a care
+context linked twice keeps the first link and is counted in :attr:`FakeAbdm.relinked`, and still gets its ``LINKED``
+webhook (the service sends one per link call); a link made to fail is neither held nor counted as relinked; the
+checksum is MD5 hex of the plain text (ABDM's HIP specification: "Md5 checksum of the content, before encryption").
+
+Webhook judgement calls: the envelope is the vendor pages' (``service`` ``abdm``, ``event``, ``event_time``,
+``transaction_id``, ``timestamp``, ``business_id`` :attr:`FakeAbdm.business_id`, ``client_id`` the server's);
+each link webhook has a transaction id of its own (receivers may de-duplicate on event, transaction id and
+status); a data request's webhook carries the data's transaction id (what :meth:`FakeAbdm.received` takes);
+``hip_id`` is the link call's ``X-Hip-Id`` else ``"HIP-1"``, ``partner_patient_id`` its ``partner_user_id`` else
+``X-Partner-Pt-Id``. A webhook the receiver does not take (not 2xx, or no answer) is sent again up to
+:data:`REDELIVERIES` (2) times, so :data:`DELIVERY_ATTEMPTS` (3) in all, :data:`REDELIVERY_DELAY` (0.05) s apart, each
+time re-signed with a fresh ``timestamp``. Link webhooks go out in a background task per link call, after the 202,
+in the order of the care contexts; a data request is sent while ``send_data_request`` waits (``RuntimeError``
+when no URL is registered). The server's ``close`` cancels and awaits what is being sent (and sends nothing for
+a link that arrives while it closes); ``reset`` cancels it too, unregisters the URL and forgets the failures and
+deliveries.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import datetime as dt
 import hashlib
 import re
+import time
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
 
 from aiohttp import web
+from yarl import URL
 
 from .. import _json
 from ..abdm_crypto import KeyMaterial
 from . import _routes as R
 from ._domain import Domain
+from ._webhooks import WebhookSecret, _is_loopback, send_webhook
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest
     from ._domain import Server
 
-__all__ = ["ROUTES", "FakeAbdm"]
+__all__ = ["DELIVERY_ATTEMPTS", "REDELIVERIES", "REDELIVERY_DELAY", "ROUTES", "DataRequestSent", "FakeAbdm"]
 
 ROUTES: Final[tuple[str, ...]] = ("care_contexts_link", "care_contexts_linked", "care_contexts_notify", "hip_data_push")
 _MOBILE: Final = re.compile(r"^[6-9]\d{9}$")
+
+#: How many times a webhook the receiver did not take (not 2xx, or no answer) is sent again.
+REDELIVERIES: Final = 2
+#: Attempts at one webhook in all: the first delivery and its redeliveries.
+DELIVERY_ATTEMPTS: Final = 1 + REDELIVERIES
+#: Seconds between two attempts at one webhook (short: tests wait for them).
+REDELIVERY_DELAY: Final = 0.05
+#: ``error`` of an ``ERRORED`` link made to fail with :meth:`FakeAbdm.fail_links` and no text of its own.
+LINK_ERROR: Final = "care context could not be linked (FakeAbdm.fail_links)"
+LINK_EVENT: Final = "abha.link_care_context"
+DATA_FETCH_EVENT: Final = "abha.hip_data_fetch"
+
+#: What one attempt at a webhook got: the HTTP status, or the type name of the exception raised instead.
+Outcome: TypeAlias = int | str
+
+
+class DataRequestSent(NamedTuple):
+    """What :meth:`FakeAbdm.send_data_request` returns."""
+
+    #: The data request's transaction id (the webhook's and its ``data``'s): give it to :meth:`FakeAbdm.received`.
+    transaction_id: str
+    #: The last attempt's outcome: the receiver's HTTP status, or the exception's type name when it did not answer.
+    status: Outcome
+
+
+def _text(value: object) -> str | None:
+    """``value`` when it is a non-empty str, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def _taken(outcome: Outcome) -> bool:
+    return isinstance(outcome, int) and 200 <= outcome < 300
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -70,6 +134,14 @@ class FakeAbdm(Domain):
         self._pages: dict[str, list[dict[str, Any]]] = {}
         #: transaction id -> the HIU's key material of a data request made by :meth:`data_request`.
         self._hiu: dict[str, KeyMaterial] = {}
+        #: ``business_id`` of every webhook sent.
+        self.business_id = "fake-business"
+        #: Every attempt at a webhook, in order: ``(event name, HTTP status or the exception's type name)``.
+        self.deliveries: list[tuple[str, Outcome]] = []
+        self._target: tuple[str, WebhookSecret] | None = None
+        self._failing: dict[str, str] = {}  # care context id -> the error text of its ERRORED link
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     def add_routes(self, app: web.Application) -> None:
         route = self.server._route
@@ -78,12 +150,29 @@ class FakeAbdm(Domain):
         app.router.add_post(R.CARE_CONTEXTS_NOTIFY, route("care_contexts_notify", self._notify))
         app.router.add_post(R.HIP_DATA_ON_FETCH, route("hip_data_push", self._push))
 
+    async def start(self) -> None:
+        self._closed = False
+
+    async def close(self) -> None:
+        """Cancel the webhooks still being sent and wait for them: nothing is left running."""
+        self._closed = True
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     def reset(self) -> None:
         self.links.clear()
         self.notified.clear()
         self._pages.clear()
         self._hiu.clear()
         self.relinked = 0
+        for task in self._tasks:  # a previous test's webhooks must not reach the next one's receiver
+            task.cancel()
+        self.deliveries.clear()
+        self._target = None
+        self._failing.clear()
 
     # ------------------------------------------------------------------------------ routes
 
@@ -94,6 +183,7 @@ class FakeAbdm(Domain):
         patient = body.get("abha_address") or body.get("oid") or request.headers.get(R.PT_ID)
         if not isinstance(patient, str) or not patient:
             return _error("abha_address or oid is required")
+        oid = _text(body.get("oid")) or _text(request.headers.get(R.PT_ID))
         checked: list[dict[str, Any]] = []
         for item in body["care_contexts"]:
             if not isinstance(item, dict):
@@ -110,22 +200,57 @@ class FakeAbdm(Domain):
                     bundle = _json.loads(base64.b64decode(data, validate=True))
                 except (binascii.Error, ValueError, TypeError):
                     return _error("data must be a base64 encoded FHIR bundle")
-            checked.append({"care_context_id": cid, "display": display, "hi_type": hi_type, "data": bundle})
+            checked.append({"care_context_id": cid, "display": display, "hi_type": hi_type, "data": bundle, "oid": oid})
         held = self.links.setdefault(patient, {})
+        results: list[tuple[str, str | None]] = []  # care context id, error text of an ERRORED link
         for link in checked:
-            if link["care_context_id"] in held:
+            cid = link["care_context_id"]
+            if cid in self._failing:
+                results.append((cid, self._failing[cid]))
+                continue
+            if cid in held:
                 self.relinked += 1
             else:
-                held[link["care_context_id"]] = link
+                held[cid] = link
+            results.append((cid, None))
+        if not held:
+            del self.links[patient]  # every link failed: the patient holds nothing
+        target = self._target
+        if target is not None and not self._closed:  # after the 202, in the background, as the service
+            address, hip_id = _text(body.get("abha_address")), _text(request.headers.get(R.HIP_ID)) or "HIP-1"
+            partner = _text(body.get("partner_user_id")) or _text(request.headers.get(R.PARTNER_PT_ID))
+            events = [
+                self._envelope(
+                    LINK_EVENT,
+                    str(uuid.uuid4()),
+                    {
+                        "abha_address": address,
+                        "hip_id": hip_id,
+                        "care_context_id": cid,
+                        "status": "LINKED" if error is None else "ERRORED",
+                        "error": error,
+                        "retry_count": 0,
+                        "oid": oid,
+                        "partner_patient_id": partner,
+                    },
+                )
+                for cid, error in results
+            ]
+            self._spawn(self._deliver_all(target, events))
         return web.Response(status=202)
 
     async def _linked(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:  # noqa: ARG002
         if not request.query.get("hip_id"):
             return _error("hip_id is required")
-        patient = request.query.get("oid") or request.headers.get(R.PT_ID) or ""
+        oid = request.query.get("oid") or request.headers.get(R.PT_ID) or ""
+        found: dict[str, dict[str, Any]] = {}
+        for patient, held in self.links.items():
+            for cid, link in held.items():
+                if oid and (link.get("oid") == oid or patient == oid):  # the key: a link a test put in links
+                    found.setdefault(cid, link)
         items = [
             {"care_context_id": cid, "display": link["display"], "status": None, "created_at": None}
-            for cid, link in self.links.get(patient, {}).items()
+            for cid, link in found.items()
         ]
         return self.server._json(request, {"care_contexts": items})
 
@@ -146,6 +271,105 @@ class FakeAbdm(Domain):
             return _error("entries and key_information are required")
         self._pages.setdefault(body["transaction_id"], []).append(body)
         return web.Response(status=202)
+
+    # ------------------------------------------------------------------------------ webhooks
+
+    def _envelope(self, event: str, transaction_id: str, data: dict[str, Any]) -> dict[str, Any]:
+        """A webhook body as the vendor's pages show it (``timestamp`` is set again at each attempt)."""
+        now = int(time.time())
+        return {
+            "service": "abdm",
+            "event": event,
+            "event_time": now,
+            "transaction_id": transaction_id,
+            "timestamp": now,
+            "business_id": self.business_id,
+            "client_id": self.server.client_id,
+            "data": data,
+        }
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver_all(self, target: tuple[str, WebhookSecret], events: list[dict[str, Any]]) -> None:
+        for event in events:
+            await self._deliver(target, event)
+
+    async def _deliver(self, target: tuple[str, WebhookSecret], event: dict[str, Any]) -> Outcome:
+        """Send ``event`` until the receiver takes it (2xx) or :data:`DELIVERY_ATTEMPTS` were made, each attempt
+        signed afresh and recorded in :attr:`deliveries`; the last attempt's outcome."""
+        url, secret = target
+        outcome: Outcome = "not sent"
+        for attempt in range(DELIVERY_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(REDELIVERY_DELAY)
+            try:
+                outcome = await send_webhook(url, {**event, "timestamp": int(time.time())}, secret)
+            except Exception as exc:  # refused, reset, timed out: the service would try again
+                outcome = type(exc).__name__
+            self.deliveries.append((event["event"], outcome))
+            if _taken(outcome):
+                break
+        return outcome
+
+    def webhooks(self, url: str | None, secret: WebhookSecret | None = None) -> None:
+        """Send ABDM's webhooks to ``url`` (http(s) on loopback), signed with ``secret``; ``None`` unregisters.
+
+        ``ValueError`` (at once, not in a background task) for a URL off loopback, or a secret that is not a
+        non-empty str or bytes."""
+        if url is None:
+            self._target = None
+            return
+        try:
+            parsed = URL(url)
+        except (ValueError, TypeError):
+            raise ValueError("webhooks needs an http(s) URL on loopback") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
+            raise ValueError("webhooks only go to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
+        if not isinstance(secret, str | bytes) or not secret:
+            raise ValueError("webhooks needs the signing secret: a non-empty str or bytes")
+        self._target = (url, secret)
+
+    def fail_links(self, care_context_ids: Iterable[str], error: str = LINK_ERROR) -> None:
+        """Make every later link of these care context ids end ``ERRORED`` with ``error`` (added to the ids
+        already failing; :meth:`reset` forgets them). A failed link is not held."""
+        if isinstance(care_context_ids, str):
+            raise ValueError("fail_links takes a collection of care context ids, not one str")
+        for cid in care_context_ids:
+            self._failing[cid] = error
+
+    async def flush(self) -> None:
+        """Wait until the webhooks being sent in the background have been delivered or given up."""
+        while self._tasks:
+            for outcome in await asyncio.gather(*list(self._tasks), return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    raise outcome
+
+    async def send_data_request(
+        self,
+        care_contexts: list[str],
+        *,
+        abha_address: str = "shyam@sbx",
+        oid: str | None = None,
+        hip_id: str = "HIP-1",
+        expires_in: float = 600.0,
+        hi_types: tuple[str, ...] = ("OPConsultation",),
+    ) -> DataRequestSent:
+        """Make a data request with :meth:`data_request` (same arguments) and send it to the registered URL as a
+        signed ``abha.hip_data_fetch`` webhook, redelivered as the others; returns once it was taken or given up.
+
+        ``RuntimeError`` when no URL is registered (:meth:`webhooks`)."""
+        target = self._target
+        if target is None:
+            raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
+        data = self.data_request(
+            care_contexts, abha_address=abha_address, oid=oid, hip_id=hip_id, expires_in=expires_in, hi_types=hi_types
+        )
+        transaction_id: str = data["transaction_id"]
+        outcome = await self._deliver(target, self._envelope(DATA_FETCH_EVENT, transaction_id, data))
+        return DataRequestSent(transaction_id, outcome)
 
     # ------------------------------------------------------------------------------ test controls
 
