@@ -18,10 +18,12 @@ from typing import IO, Any
 from . import _constants as C
 from ._aadhaar import mask_aadhaar
 from ._bulk import BulkStream
+from ._cli import abdm as _abdm_cli
 from ._cli import abha as _abha_cli
 from ._cli import ingest as _ingest_cli
 from ._cli import patients as _patients_cli
 from ._cli import records as _records_cli
+from ._cli import webhooks as _webhooks_cli
 from ._cli._output import (
     BadLine,
     Command,
@@ -40,7 +42,7 @@ from .errors import HealthError, InvalidRequest
 
 __all__ = ["main"]
 
-_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli)
+_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli, _abdm_cli, _webhooks_cli)
 
 # ------------------------------------------------------------------------ commands
 
