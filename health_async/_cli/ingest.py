@@ -4,6 +4,7 @@
 
     health-async ingest describe IDS_FILE --out docs.jsonl [--journal ingest.db] [--concurrency 64] [--rate-limit R]
     health-async ingest upload DIR_OR_LIST --out uploads.jsonl [--journal ...] [--wait] [--tasks smart]
+    health-async ingest link CSV_OR_JSONL --out links.jsonl [--journal ...] [--hip-id H] [--relink-unknown]
     health-async ingest ... --engine ray [--ray-address auto] [--workers N]
     health-async ingest status --journal ingest.db
     health-async ingest export --journal ingest.db --to results.parquet|results.csv [--format csv|parquet]
@@ -77,7 +78,7 @@ def _tasks(values: list[str] | None) -> tuple[str, ...]:
 
 
 async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | None = None) -> int:  # noqa: ARG001
-    """Run ``ingest describe|upload|status|export``."""
+    """Run ``ingest describe|upload|link|status|export``."""
     from ..ingest import IngestJob
 
     stream = err or sys.stderr
@@ -98,6 +99,13 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
                 "unknown_outcome": status.unknown,
                 "unknown_keys": list(status.unknown_keys),
             }
+            if status.op == "link":
+                data.update(
+                    linked=status.linked,
+                    errored=status.errored,
+                    waiting=status.waiting,
+                    errored_keys=list(status.errored_keys),
+                )
             sys.stdout.write(_json.dumps(data).decode() + "\n")
         else:
             out = sys.stdout
@@ -105,9 +113,16 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
             out.write(f"done {status.done}\n")
             out.write(f"failed {status.failed} ({status.retryable} retryable: --retry-failed)\n")
             out.write(f"pending {status.pending}\n")
-            out.write(f"unknown outcome {status.unknown}" + (" (--reupload-unknown)\n" if status.unknown else "\n"))
+            flag = "--relink-unknown" if status.op == "link" else "--reupload-unknown"
+            out.write(f"unknown outcome {status.unknown}" + (f" ({flag})\n" if status.unknown else "\n"))
             for key in status.unknown_keys:
                 out.write(f"  {key}\n")
+            if status.op == "link":
+                out.write(f"linked {status.linked} (webhook LINKED)\n")
+                out.write(f"errored {status.errored} (webhook ERRORED)\n")
+                for key in status.errored_keys:
+                    out.write(f"  {key}\n")
+                out.write(f"waiting {status.waiting} (sent, no webhook recorded yet)\n")
         sys.stdout.flush()
         return 0 if status.pending == 0 and status.failed == 0 and status.unknown == 0 else 1
 
@@ -127,6 +142,9 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
     if args.ingest_command == "upload":
         options.update(tasks=_tasks(args.tasks), wait=args.wait, reupload_unknown=args.reupload_unknown)
         job = IngestJob.upload(args.source, **options)
+    elif args.ingest_command == "link":
+        options.update(hip_id=args.hip_id, relink_unknown=args.relink_unknown)
+        job = IngestJob.link(args.source, **options)
     else:
         job = IngestJob.describe(args.source, **options)
     with _stop_on_sigterm() as terminated:
@@ -183,7 +201,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     """Add ``ingest`` and its subcommands to ``sub``; return the handler by command name."""
     p = sub.add_parser(
         "ingest",
-        help="resumable bulk describe/upload with a crash-safe journal",
+        help="resumable bulk describe/upload/link with a crash-safe journal",
         description="Describe many ids or upload many files with a SQLite journal: kill it at any moment and run "
         "the same command again to resume; the output ends with exactly one JSON line per input item.",
     )
@@ -222,6 +240,22 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     u.add_argument("--wait", action="store_true", help="wait for each document's processing result")
     u.add_argument(
         "--reupload-unknown", action="store_true", help="send again uploads whose outcome is unknown (may duplicate)"
+    )
+
+    k = isub.add_parser(
+        "link",
+        parents=[common, run],
+        help="link every care context of a CSV or JSON Lines file to its patient's ABHA (ABDM)",
+        description="Link each care context (columns care_context_id, display, hi_type; the patient as "
+        "abha_address, oid or partner_user_id; optional data: a FHIR bundle) with a journal: each is sent at "
+        "most once. A link of unknown outcome is checked at the next run (a recorded webhook, or the patient's "
+        "linked list: needs the row's oid and --hip-id) before it is sent again.",
+    )
+    k.add_argument("source", metavar="CSV_OR_JSONL", help="care contexts: .csv with a header row, or .jsonl")
+    k.add_argument("--concurrency", type=int, default=16, help="links in flight (default 16)")
+    k.add_argument("--hip-id", help="your facility's HIP id, to check unknown outcomes (default: the client's)")
+    k.add_argument(
+        "--relink-unknown", action="store_true", help="send again links of unknown outcome that cannot be checked"
     )
 
     s = isub.add_parser("status", help="done / failed / pending / unknown outcome of a journal")

@@ -1,4 +1,5 @@
-"""Resumable ingestion that survives crashes: describe many documents, or upload many files, with a journal.
+"""Resumable ingestion that survives crashes: describe many documents, upload many files, or link many care contexts
+to ABHAs (ABDM), with a journal.
 
 ``health_async.ingest`` is a subpackage apart from the client (``import health_async`` never imports it)::
 
@@ -9,7 +10,10 @@
     print(summary.text())            # done 9998, failed 2 (2 retryable), unknown outcome 0, pending 0
 
 The same from the command line: ``health-async ingest describe ids.txt --out docs.jsonl``,
-``health-async ingest upload DIR --out uploads.jsonl``, ``health-async ingest status --journal ...``.
+``health-async ingest upload DIR --out uploads.jsonl``, ``health-async ingest link visits.csv --out links.jsonl``,
+``health-async ingest status --journal ...``. The link job (:meth:`IngestJob.link`), its input, its keys and how
+an unknown outcome is settled: :mod:`health_async.ingest._links`; :class:`LinkRecorder` records the
+``abha.link_care_context`` webhooks against its journal.
 
 Output
 ------
@@ -77,6 +81,7 @@ from ..errors import RayEngineError
 from ._engine import ClientFactory, ClientRecipe, Engine, LocalEngine, RateLimiter
 from ._job import IngestJob, IngestProgress, IngestSummary
 from ._journal import IngestStatus
+from ._links import LinkRecorder
 from ._work import JobSpec, WorkItem, WorkResult, process
 
 __all__ = [
@@ -88,6 +93,7 @@ __all__ = [
     "IngestStatus",
     "IngestSummary",
     "JobSpec",
+    "LinkRecorder",
     "LocalEngine",
     "RateLimiter",
     "RayEngine",

@@ -1,6 +1,8 @@
-"""Reading a job's input: a file of document ids, a directory of files, or a file listing file paths.
+"""Reading a job's input: a file of document ids, a directory of files, a file listing file paths, or care contexts
+to link (CSV or JSON Lines: :mod:`health_async.ingest._links`).
 
-:func:`read_input` gives the items as ``(key, error)`` pairs: ``error`` is ``None`` for a good item, else the
+:func:`read_input` gives the items as ``(key, error, payload)`` triples (``payload``: what a link item sends;
+``None`` for the others): ``error`` is ``None`` for a good item, else the
 reason the item is refused (a line that is not UTF-8, an id line longer than 256 characters, a directory that
 cannot be listed); such an item fails alone. Lines are read by :func:`health_async._items.read_lines`, the
 rules the command line uses too: ``#`` comments are skipped; blank lines are skipped and counted
@@ -18,23 +20,25 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from typing import Protocol
 
 from .._items import MAX_ID_LENGTH, read_lines
 from ..errors import InvalidRequest
+from ._links import check_link_input, link_rows
 
-__all__ = ["InputItems", "check_input", "input_mark", "read_input"]
+__all__ = ["InputItems", "Items", "check_input", "input_mark", "read_input"]
 
 
 def check_input(op: str, path: str) -> None:
     """Refuse an input that cannot be read at all (raises :class:`InvalidRequest`)."""
-    what = "ids file" if op == "describe" else "input"
+    what = {"describe": "ids file", "link": "care contexts file"}.get(op, "input")
     if not isinstance(path, str | os.PathLike) or not os.fspath(path):
         raise InvalidRequest(f"the {what} must be a path")
     if not os.path.exists(path):
         raise InvalidRequest(f"the {what} does not exist")
     if os.path.isdir(path):
-        if op == "describe":
-            raise InvalidRequest("the ids file is a directory")
+        if op != "upload":
+            raise InvalidRequest(f"the {what} is a directory")
         if not os.access(path, os.R_OK | os.X_OK):
             raise InvalidRequest("the input directory is not readable")
         return
@@ -45,6 +49,8 @@ def check_input(op: str, path: str) -> None:
             f.read(1)
     except OSError:
         raise InvalidRequest(f"the {what} is not readable") from None
+    if op == "link":
+        check_link_input(path)
 
 
 def input_mark(path: str) -> str | None:
@@ -68,10 +74,10 @@ class InputItems:
         #: Blank lines of the input skipped so far (never sent, never an output line).
         self.blank = 0
 
-    def __iter__(self) -> Iterator[tuple[str, str | None]]:
+    def __iter__(self) -> Iterator[tuple[str, str | None, bytes | None]]:
         if self.op == "upload" and os.path.isdir(self.path):
-            return _walk(self.path)
-        return self._lines(as_paths=self.op == "upload")
+            return ((key, error, None) for key, error in _walk(self.path))
+        return ((key, error, None) for key, error in self._lines(as_paths=self.op == "upload"))
 
     def _lines(self, *, as_paths: bool) -> Iterator[tuple[str, str | None]]:
         self.blank = 0
@@ -87,8 +93,18 @@ class InputItems:
                     yield bad_line_key(line.text), f"line {line.number} of the input is {line.problem}"
 
 
-def read_input(op: str, path: str) -> InputItems:
-    """The input's items, in order: ids for describe; absolute file paths for upload."""
+class Items(Protocol):
+    """What :func:`read_input` gives: the items (iterated once), and the blank lines skipped once iterated."""
+
+    blank: int
+
+    def __iter__(self) -> Iterator[tuple[str, str | None, bytes | None]]: ...
+
+
+def read_input(op: str, path: str) -> Items:
+    """The input's items, in order: ids for describe; absolute file paths for upload; care contexts for link."""
+    if op == "link":
+        return link_rows(path)
     return InputItems(op, path)
 
 

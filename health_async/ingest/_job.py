@@ -17,7 +17,8 @@ from . import _export
 from ._engine import ClientFactory, Engine, LocalEngine
 from ._export import ExportFormat
 from ._input import check_input, input_mark, read_input
-from ._journal import IngestStatus, Journal, ScanResult
+from ._journal import UNKNOWN, IngestStatus, Journal, ScanResult
+from ._links import LinkRow
 from ._work import JobSpec, WorkItem, WorkResult
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IngestJob", "IngestProgress", "IngestSummary"]
 
-Op = Literal["describe", "upload"]
+Op = Literal["describe", "upload", "link"]
 
 #: Items fetched from the journal at a time to feed the engine.
 _PAGE = 512
@@ -70,6 +71,8 @@ class IngestSummary:
             line += f"; {self.duplicates} repeated input line(s) skipped"
         if self.blank:
             line += f"; {self.blank} blank input line(s) skipped"
+        if s.op == "link":
+            line += f"; webhooks recorded: linked {s.linked}, errored {s.errored}, waiting {s.waiting}"
         if self.interrupted:
             line += "; interrupted: run the same command again to resume"
         return line
@@ -143,15 +146,17 @@ class _Writer:
 
 
 class IngestJob:
-    """A resumable ingest job: describe many document ids, or upload many files, with a journal that survives
-    crashes. Build one with :meth:`describe` or :meth:`upload`, then ``summary = await job.run()``.
+    """A resumable ingest job: describe many document ids, upload many files, or link many care contexts, with a
+    journal that survives crashes. Build one with :meth:`describe`, :meth:`upload` or :meth:`link`, then
+    ``summary = await job.run()``.
 
     Running the same job again (same output, same journal) resumes: items already done are not requested again,
     and the output ends with exactly one line per input item. See :mod:`health_async.ingest` for the design.
 
     Args:
-        op: ``"describe"`` or ``"upload"``.
-        source: the ids file (describe), or a directory or a file listing paths (upload).
+        op: ``"describe"``, ``"upload"`` or ``"link"``.
+        source: the ids file (describe), a directory or a file listing paths (upload), or the care contexts as CSV
+            or JSON Lines (link).
         out: the JSON Lines output file.
         journal: the SQLite journal (default: ``<out>.ingest.db``).
         client: a :class:`~health_async.HealthClient` to use as is (local engine only; never closed by the job).
@@ -164,7 +169,10 @@ class IngestJob:
         wait: after each upload, wait for its processing result (``client.documents.wait``).
         user_id: the OID sent as ``X-Pt-Id`` (default: the client's).
         retry_failed: also redo failed items whose error is retryable (transport errors, 5XX, 429).
-        reupload_unknown: also resend uploads whose outcome is unknown (they may then exist twice).
+        reupload_unknown: also resend uploads whose outcome is unknown (they may then exist twice); for a link
+            job, also resend links of unknown outcome that cannot be checked (``relink_unknown`` is the same).
+        hip_id: link: your facility's HIP id, to check links of unknown outcome (default: the client's
+            ``partner_hip_id``).
         progress: show a progress bar on stderr (``None``: when stderr is a terminal).
         ray_address, workers: for ``engine="ray"``.
         batch_size, flush_interval: how results are grouped into one output write + fsync + journal commit.
@@ -187,6 +195,8 @@ class IngestJob:
         user_id: str | None = None,
         retry_failed: bool = False,
         reupload_unknown: bool = False,
+        relink_unknown: bool = False,
+        hip_id: str | None = None,
         progress: bool | None = None,
         progress_stream: IO[str] | None = None,
         ray_address: str | None = None,
@@ -194,8 +204,8 @@ class IngestJob:
         batch_size: int = 256,
         flush_interval: float | None = None,
     ) -> None:
-        if op not in ("describe", "upload"):
-            raise InvalidRequest("op must be 'describe' or 'upload'")
+        if op not in ("describe", "upload", "link"):
+            raise InvalidRequest("op must be 'describe', 'upload' or 'link'")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise InvalidRequest("concurrency must be a positive int")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -213,11 +223,22 @@ class IngestJob:
             task_params(task_tuple)  # an unknown task fails here, before anything is read or sent
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise InvalidRequest("user_id must be a non-empty string")
+        if hip_id is not None and (not isinstance(hip_id, str) or not hip_id.strip()):
+            raise InvalidRequest("hip_id must be a non-empty string")
+        reupload_unknown = bool(reupload_unknown or relink_unknown)
         self.op: Op = op
         self.source = os.fspath(source)
         self.out = os.fspath(out)
         self.journal_path = os.fspath(journal) if journal is not None else self.out + ".ingest.db"
-        self.spec = JobSpec(op=op, concurrency=concurrency, tasks=task_tuple, wait=wait, user_id=user_id)
+        self.spec = JobSpec(
+            op=op,
+            concurrency=concurrency,
+            tasks=task_tuple,
+            wait=wait,
+            user_id=user_id,
+            hip_id=hip_id,
+            relink_unknown=reupload_unknown,
+        )
         self._client = client
         self._factory = client_factory
         self._engine = engine
@@ -250,6 +271,17 @@ class IngestJob:
         listed in file ``source``, into ``out``: ``{"key", "index", "upload": {"document_id"}}`` lines (with
         ``"processing"`` when ``wait``), or ``{"key", "index", "error"}``. Options as for :class:`IngestJob`."""
         return cls("upload", source, out=out, **options)
+
+    @classmethod
+    def link(cls, source: str | os.PathLike[str], *, out: str | os.PathLike[str], **options: Any) -> IngestJob:
+        """A job linking every care context of ``source`` (CSV or JSON Lines: see
+        :mod:`health_async.ingest._links` for the columns) to its patient's ABHA, one request each, into ``out``:
+        ``{"key", "index", "link": {"care_context_id", "status"}}`` lines (``status``: ``sent``, or ``listed`` /
+        ``webhook`` for a link of unknown outcome found made), or ``{"key", "index", "error"}``. Each link is
+        sent at most once unless its outcome is unknown and cannot be checked and ``relink_unknown`` is given.
+        Record the ``abha.link_care_context`` webhooks with :class:`~health_async.ingest.LinkRecorder`. Options
+        as for :class:`IngestJob` (``hip_id``, ``relink_unknown``)."""
+        return cls("link", source, out=out, **options)
 
     @staticmethod
     async def export(
@@ -324,7 +356,9 @@ class IngestJob:
             blank = items.blank  # read in the journal's thread, which has finished with it
             adopted = await journal.call(journal.recover)
             recovered = True
-            todo = await journal.call(journal.count_todo, self.retry_failed, self.reupload_unknown)
+            if self.op == "link":
+                processed += await self._settle_by_webhook(journal)
+            todo = await journal.call(journal.count_todo, self.retry_failed, self._unknown_todo)
             progress = IngestProgress(self.op, total=todo, enabled=self._progress, stream=self._progress_stream)
             if todo:
                 writer = _Writer(journal, batch_size=self.batch_size, interval=self.flush_interval)
@@ -378,17 +412,45 @@ class IngestJob:
         journal.resolve_inflight()
         journal.write_tail()
 
+    @property
+    def _unknown_todo(self) -> bool:
+        """Whether items of unknown outcome are done again: with ``reupload_unknown``; always for links, which
+        are checked before they are sent again."""
+        return self.reupload_unknown or self.op == "link"
+
+    async def _settle_by_webhook(self, journal: Journal) -> int:
+        """Links of unknown outcome whose webhook was recorded: ``LINKED`` is done (no request), ``ERRORED`` is a
+        retryable failure (it was not linked). Committed before the engine starts; returns how many."""
+        results = []
+        for key, index, payload, status, error in await journal.call(journal.settled_by_webhook):
+            if status == "LINKED":
+                cid = LinkRow.from_payload(payload).care_context.care_context_id if payload else None
+                line: dict[str, Any] = {"index": index, "link": {"care_context_id": cid, "status": "webhook"}}
+                results.append(WorkResult(key, line, ok=True, retryable=False))
+            else:
+                message = "ABDM reported the link ERRORED" + (f": {error}" if error else "")
+                line = {"index": index, "error": {"type": "LinkErrored", "message": message, "retryable": True}}
+                results.append(WorkResult(key, line, ok=False, retryable=True))
+        if results:
+            await journal.call(journal.commit, results)
+        return len(results)
+
     async def _feed(self, journal: Journal) -> AsyncIterator[WorkItem]:
-        """The items to do, read page by page from the journal; an upload is committed as in flight before it is
-        handed to the engine."""
+        """The items to do, read page by page from the journal. An upload is committed as in flight before it is
+        handed to the engine; links in groups of ``concurrency`` (one transaction, one fsync, per group: a crash
+        turns at most that many into unknown outcomes, each then checked)."""
         after = 0
-        upload = self.op == "upload"
+        marks = self.op != "describe"
+        step = self.spec.concurrency if self.op == "link" else 1
         while True:
-            page = await journal.call(journal.todo, after, _PAGE, self.retry_failed, self.reupload_unknown)
+            page = await journal.call(journal.todo, after, _PAGE, self.retry_failed, self._unknown_todo)
             if not page:
                 return
-            for rowid, key, index in page:
-                after = rowid
-                if upload:
-                    await journal.call(journal.mark_inflight, key)
-                yield WorkItem(key=key, index=index)
+            after = page[-1].rowid
+            for start in range(0, len(page), step):
+                chunk = page[start : start + step]
+                if marks:
+                    await journal.call(journal.mark_inflight, [row.key for row in chunk])
+                for row in chunk:
+                    recheck = self.op == "link" and row.state == UNKNOWN
+                    yield WorkItem(key=row.key, index=row.index, payload=row.payload, recheck=recheck)

@@ -6,11 +6,15 @@ that thread and used only there.
 
 Tables::
 
-    items(key PRIMARY KEY, idx, state, retryable, line)   state: pending | inflight | done | failed | unknown
+    items(key PRIMARY KEY, idx, state, retryable, line,   state: pending | inflight | done | failed | unknown
+          payload, link_status, link_error)
     meta(k PRIMARY KEY, v)                                 op, output path, committed output offset, input mark
 
 ``line`` holds the JSON line (without ``key``) of a failed or unknown item: failures reach the output only in
-the *tail* written at the end of a complete run (see :mod:`health_async.ingest`).
+the *tail* written at the end of a complete run (see :mod:`health_async.ingest`). ``payload`` is what a link
+item sends (its input row, bundle included: the journal is as private as the input); ``link_status`` and
+``link_error`` are the ``abha.link_care_context`` webhook's outcome, recorded by
+:class:`~health_async.ingest.LinkRecorder` (a journal of an earlier version gets the three columns when opened).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import attrs
 
 from .. import _json
 from ..errors import IngestOutputError, InvalidRequest
+from ._links import BUSY_TIMEOUT_MS
 from ._work import WorkResult
 
 try:
@@ -36,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no lock, one run at a time is then the user's care
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["IngestStatus", "Journal", "ScanResult"]
+__all__ = ["IngestStatus", "Journal", "ScanResult", "TodoRow"]
 
 T = TypeVar("T")
 
@@ -52,7 +57,10 @@ CREATE TABLE IF NOT EXISTS items (
     idx INTEGER NOT NULL,
     state TEXT NOT NULL,
     retryable INTEGER NOT NULL DEFAULT 0,
-    line BLOB
+    line BLOB,
+    payload BLOB,
+    link_status TEXT,
+    link_error TEXT
 );
 CREATE INDEX IF NOT EXISTS items_state ON items(state);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -63,6 +71,13 @@ UNKNOWN_MESSAGE: Final = (
     "the upload may or may not have reached the service (the run stopped while it was in flight); it was not sent "
     "again: check the document list, then rerun with --reupload-unknown to send it again"
 )
+#: The same for a link (settled at the next run when it can be: see ``health_async.ingest._links``).
+UNKNOWN_LINK_MESSAGE: Final = (
+    "the link may or may not have reached the service (the run stopped while it was in flight); the next run "
+    "checks it (a recorded webhook, or the linked list for the row's oid) before sending it again"
+)
+#: Columns added after the first version, with their types (added to an older journal when it is opened).
+_ADDED_COLUMNS: Final = (("payload", "BLOB"), ("link_status", "TEXT"), ("link_error", "TEXT"))
 
 
 @attrs.frozen
@@ -80,6 +95,14 @@ class IngestStatus:
     unknown: int
     #: Keys (file paths) of the unknown-outcome uploads, in input order.
     unknown_keys: tuple[str, ...] = attrs.field(default=(), repr=False)
+    #: Link jobs: items whose ``abha.link_care_context`` webhook said ``LINKED`` (recorded by a LinkRecorder).
+    linked: int = 0
+    #: Link jobs: items whose webhook said ``ERRORED``.
+    errored: int = 0
+    #: Link jobs: items sent (done) whose webhook has not been recorded yet.
+    waiting: int = 0
+    #: Link jobs: keys of the ``ERRORED`` items, in input order.
+    errored_keys: tuple[str, ...] = attrs.field(default=(), repr=False)
 
     @property
     def complete(self) -> bool:
@@ -142,9 +165,14 @@ class Journal:
         """Open (or create) the journal for a run."""
         try:
             db = sqlite3.connect(self.path, isolation_level=None)
+            db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.executescript(_SCHEMA)
+            have = {str(row[1]) for row in db.execute("PRAGMA table_info(items)")}
+            for name, kind in _ADDED_COLUMNS:
+                if name not in have:
+                    db.execute(f"ALTER TABLE items ADD COLUMN {name} {kind}")
         except sqlite3.OperationalError as exc:  # it cannot be written (a full disk, a file-size limit, I/O)
             raise IngestOutputError(f"ingest: the journal could not be written ({exc})") from exc
         except sqlite3.DatabaseError:  # not an SQLite database at all
@@ -222,9 +250,10 @@ class Journal:
         self._set_meta("offset", str(self.offset))
         self.db.execute("COMMIT")
 
-    def scan(self, items: Iterable[tuple[str, str | None]], mark: str | None) -> ScanResult:
-        """Add the input's items to the journal: ``(key, error)`` pairs, ``error`` set for an item refused at
-        reading. Skipped when ``mark`` (a fingerprint of the input) matches the last complete scan's."""
+    def scan(self, items: Iterable[tuple[str, str | None, bytes | None]], mark: str | None) -> ScanResult:
+        """Add the input's items to the journal: ``(key, error, payload)`` triples, ``error`` set for an item refused
+        at reading, ``payload`` what a link item sends. Skipped when ``mark`` (a fingerprint of the input) matches
+        the last complete scan's."""
         if mark is not None and self.meta("input") == mark:
             return ScanResult(0, 0, 0)
         db = self.db
@@ -233,14 +262,15 @@ class Journal:
         index = 0
         db.execute("BEGIN")
         try:
-            for key, error in items:
+            for key, error, payload in items:
                 if key in seen:
                     duplicates += 1
                     continue
                 seen.add(key)
                 if error is None:
                     cursor = db.execute(
-                        "INSERT OR IGNORE INTO items(key, idx, state) VALUES (?, ?, ?)", (key, index, PENDING)
+                        "INSERT OR IGNORE INTO items(key, idx, state, payload) VALUES (?, ?, ?, ?)",
+                        (key, index, PENDING, payload),
                     )
                 else:
                     invalid += 1
@@ -303,30 +333,39 @@ class Journal:
         cursor = self.db.execute("UPDATE items SET state = ?, line = NULL WHERE state = ?", (UNKNOWN, INFLIGHT))
         return cursor.rowcount
 
-    def todo(self, after: int, limit: int, retry_failed: bool, reupload_unknown: bool) -> list[tuple[int, str, int]]:
-        """The next ``limit`` items to do, in input order, after rowid ``after``: ``(rowid, key, index)``."""
-        states = "state = 'pending'"
-        if retry_failed:
-            states += " OR (state = 'failed' AND retryable = 1)"
-        if reupload_unknown:
-            states += " OR state = 'unknown'"
+    def todo(self, after: int, limit: int, retry_failed: bool, unknown: bool) -> list[TodoRow]:
+        """The next ``limit`` items to do, in input order, after rowid ``after`` (``unknown``: items of unknown
+        outcome too)."""
         rows = self.db.execute(
-            f"SELECT rowid, key, idx FROM items WHERE rowid > ? AND ({states}) ORDER BY rowid LIMIT ?",
+            f"SELECT rowid, key, idx, state, payload FROM items WHERE rowid > ? AND ({_todo(retry_failed, unknown)}) "
+            "ORDER BY rowid LIMIT ?",
             (after, limit),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), int(r[2])) for r in rows]
+        return [TodoRow(int(r[0]), str(r[1]), int(r[2]), str(r[3]), r[4]) for r in rows]
 
-    def count_todo(self, retry_failed: bool, reupload_unknown: bool) -> int:
-        states = "state = 'pending'"
-        if retry_failed:
-            states += " OR (state = 'failed' AND retryable = 1)"
-        if reupload_unknown:
-            states += " OR state = 'unknown'"
-        return int(self.db.execute(f"SELECT count(*) FROM items WHERE {states}").fetchone()[0])
+    def count_todo(self, retry_failed: bool, unknown: bool) -> int:
+        return int(self.db.execute(f"SELECT count(*) FROM items WHERE {_todo(retry_failed, unknown)}").fetchone()[0])
 
-    def mark_inflight(self, key: str) -> None:
-        """Commit that ``key`` is about to be sent (uploads: before the request leaves)."""
-        self.db.execute("UPDATE items SET state = ? WHERE key = ?", (INFLIGHT, key))
+    def mark_inflight(self, keys: list[str]) -> None:
+        """Commit, in one transaction, that ``keys`` are about to be sent (uploads, links: before the requests
+        leave)."""
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            db.executemany("UPDATE items SET state = ? WHERE key = ?", ((INFLIGHT, k) for k in keys))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def settled_by_webhook(self) -> list[tuple[str, int, bytes | None, str, str | None]]:
+        """Unknown-outcome items whose link webhook was recorded: ``(key, index, payload, status, error)``."""
+        rows = self.db.execute(
+            "SELECT key, idx, payload, link_status, link_error FROM items WHERE state = ? AND link_status IN "
+            "('LINKED', 'ERRORED') ORDER BY rowid",
+            (UNKNOWN,),
+        ).fetchall()
+        return [(str(r[0]), int(r[1]), r[2], str(r[3]), None if r[4] is None else str(r[4])) for r in rows]
 
     def commit(self, results: list[WorkResult]) -> None:
         """Write the successes' lines, flush and fsync the output, then commit every result's new state and the
@@ -396,7 +435,8 @@ class Journal:
             if line is not None:
                 body = _json.loads(line)
             else:
-                body = {"index": idx, "error": {"type": "OutcomeUnknown", "message": UNKNOWN_MESSAGE}}
+                message = UNKNOWN_LINK_MESSAGE if self.meta("op") == "link" else UNKNOWN_MESSAGE
+                body = {"index": idx, "error": {"type": "OutcomeUnknown", "message": message}}
             if state == UNKNOWN:
                 body["error"]["retryable"] = False
                 body["error"]["outcome"] = "unknown"
@@ -417,8 +457,16 @@ class Journal:
             str(r[0])
             for r in db.execute("SELECT key FROM items WHERE state IN (?, ?) ORDER BY rowid", (UNKNOWN, INFLIGHT))
         )
+        links = dict(
+            db.execute("SELECT link_status, count(*) FROM items WHERE link_status IS NOT NULL GROUP BY link_status")
+        )
+        waiting = db.execute("SELECT count(*) FROM items WHERE state = ? AND link_status IS NULL", (DONE,)).fetchone()
+        errored_keys = tuple(
+            str(r[0]) for r in db.execute("SELECT key FROM items WHERE link_status = 'ERRORED' ORDER BY rowid")
+        )
+        op = self.meta("op") or ""
         return IngestStatus(
-            op=self.meta("op") or "",
+            op=op,
             total=sum(counts.values()),
             done=counts[DONE],
             failed=counts[FAILED],
@@ -427,12 +475,37 @@ class Journal:
             # in flight in the journal = a run is going on, or one was killed: unknown until resolved
             unknown=counts[UNKNOWN] + counts[INFLIGHT],
             unknown_keys=unknown_keys,
+            linked=int(links.get("LINKED", 0)),
+            errored=int(links.get("ERRORED", 0)),
+            waiting=int(waiting[0]) if op == "link" else 0,
+            errored_keys=errored_keys,
         )
 
     def _require_out(self) -> IO[bytes]:
         if self._out is None:
             raise RuntimeError("the output is not open")
         return self._out
+
+
+@attrs.frozen
+class TodoRow:
+    """An item to do, as :meth:`Journal.todo` reads it."""
+
+    rowid: int
+    key: str
+    index: int
+    state: str
+    payload: bytes | None
+
+
+def _todo(retry_failed: bool, unknown: bool) -> str:
+    """The SQL condition of the items to do."""
+    states = "state = 'pending'"
+    if retry_failed:
+        states += " OR (state = 'failed' AND retryable = 1)"
+    if unknown:
+        states += " OR state = 'unknown'"
+    return states
 
 
 def _complete_lines(data: bytes) -> Iterator[bytes]:

@@ -420,11 +420,10 @@ class RayEngine:
         """Items per batch, batches outstanding per worker.
 
         Describe: about 1.5x ``concurrency`` items per worker, so it never starves while results travel back.
-        Upload: one item per call (an upload outweighs its call) and at most ``concurrency`` items per worker,
-        so that every item a dead worker held had started (and is rightly *unknown*) rather than waiting in its
-        queue.
+        Upload and link (not idempotent): one item per call and at most ``concurrency`` items per worker, so that
+        every item a dead worker held had started (and is rightly *unknown*) rather than waiting in its queue.
         """
-        if spec.op == "upload":
+        if spec.op != "describe":  # uploads and links: not idempotent
             size = min(self.batch_size or 1, spec.concurrency)
             return size, max(1, spec.concurrency // size)
         size = self.batch_size or min(64, max(1, math.ceil(spec.concurrency / 2)))
@@ -592,10 +591,10 @@ def _reassign(spec: JobSpec, batch: list[WorkItem], losses: dict[str, int], read
     results = []
     for item in reversed(batch):  # re-queued at the front, in their order
         lost = losses[item.key] = losses.get(item.key, 0) + 1
-        if spec.op == "upload":
+        if spec.op != "describe":  # uploads and links: not idempotent
             error: HealthError = OutcomeUnknown(
-                "upload: the Ray worker doing it was lost; the file may have reached the service",
-                operation="upload",
+                f"{spec.op}: the Ray worker doing it was lost; the request may have reached the service",
+                operation=spec.op,
             )
             line = error_line(item.index, error, retryable=False)
             results.append(WorkResult(item.key, line, ok=False, retryable=False, unknown=True))

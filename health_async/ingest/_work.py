@@ -25,10 +25,12 @@ from ..errors import (
     ClientClosedError,
     HealthError,
     InvalidRequest,
+    OutcomeUnknown,
     RateLimitError,
     ServerError,
     TransportError,
 )
+from ._links import LinkRow
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -44,6 +46,10 @@ class WorkItem:
     key: str
     #: Position of the item in the input (0-based; blank lines, comments and repeated keys are not counted).
     index: int
+    #: What a link item sends (its input row, as the journal keeps it); ``None`` for the other jobs.
+    payload: bytes | None = attrs.field(default=None, repr=False)
+    #: A link of unknown outcome: checked (linked list) before it is sent again.
+    recheck: bool = False
 
 
 def _encoded(line: dict[str, Any] | bytes) -> bytes:
@@ -78,7 +84,7 @@ class WorkResult:
 class JobSpec:
     """What every engine needs to do the work; picklable (the Ray engine sends it to its actors)."""
 
-    op: Literal["describe", "upload"]
+    op: Literal["describe", "upload", "link"]
     concurrency: int
     #: Upload processing tasks (``smart``, ``pii``, ``classification``).
     tasks: tuple[str, ...] = ("smart",)
@@ -86,6 +92,10 @@ class JobSpec:
     wait: bool = False
     #: The OID sent as ``X-Pt-Id``; ``None``: the client's default.
     user_id: str | None = None
+    #: Link: your facility's HIP id, to check a link of unknown outcome (``None``: the client's ``partner_hip_id``).
+    hip_id: str | None = None
+    #: Link: send again a link of unknown outcome that cannot be checked (the row has no OID, or no HIP id).
+    relink_unknown: bool = False
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -103,6 +113,8 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
 
     Raises only cancellation, :class:`~health_async.errors.ClientClosedError` (the run cannot go on) and bugs.
     """
+    if spec.op == "link":
+        return await _link(client, spec, item)
     user: str | NotGiven = NOT_GIVEN if spec.user_id is None else spec.user_id
     try:
         if spec.op == "describe":
@@ -129,9 +141,53 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
     return WorkResult(item.key, line, ok=True, retryable=False)
 
 
+async def _link(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkResult:
+    """Link one care context; one of unknown outcome (``recheck``) is first looked for among the patient's
+    linked care contexts, and sent again only when not there (see :mod:`health_async.ingest._links`)."""
+    if item.payload is None:
+        raise RuntimeError("a link item without its row")
+    row = LinkRow.from_payload(item.payload)
+    cc = row.care_context
+    try:
+        if item.recheck:
+            hip_id = spec.hip_id or client.partner_hip_id
+            if row.oid is None or hip_id is None:
+                if not spec.relink_unknown:
+                    why = "the row has no oid" if row.oid is None else "no HIP id was given (--hip-id)"
+                    error = OutcomeUnknown(
+                        f"the link may or may not have been made, and it cannot be checked ({why}): not sent again; "
+                        "rerun with --relink-unknown to send it (it may then be linked twice)",
+                        operation="care_contexts_link",
+                    )
+                    return WorkResult(item.key, error_line(item.index, error, retryable=False), False, False, True)
+            else:
+                listed = await client.abdm.linked_care_contexts(hip_id, oid=row.oid)
+                if any(c.care_context_id == cc.care_context_id for c in listed):
+                    return _linked(item, cc.care_context_id, "listed")
+        await client.abdm.link_care_contexts(
+            [cc], abha_address=row.abha_address, oid=row.oid, partner_user_id=row.partner_user_id
+        )
+    except ClientClosedError:
+        raise
+    except HealthError as exc:
+        if item.recheck and not isinstance(exc, InvalidRequest) and not outcome_unknown(exc):
+            # the check (or a resend) failed for a reason that says nothing of the first send: still unknown
+            line = error_line(item.index, exc, retryable=False)
+            return WorkResult(item.key, line, ok=False, retryable=False, unknown=True)
+        return _failure(spec, item, exc)
+    return _linked(item, cc.care_context_id, "sent")
+
+
+def _linked(item: WorkItem, care_context_id: str, how: str) -> WorkResult:
+    """The line of a link made: ``sent`` (answered 202: the webhook tells the outcome), ``listed`` (found linked
+    when an unknown outcome was checked), ``webhook`` (settled by a recorded ``LINKED`` webhook)."""
+    line = {"index": item.index, "link": {"care_context_id": care_context_id, "status": how}}
+    return WorkResult(item.key, line, ok=True, retryable=False)
+
+
 def _failure(spec: JobSpec, item: WorkItem, exc: HealthError) -> WorkResult:
-    # only an upload (not idempotent) can have an unknown outcome; a describe failed this way is just failed
-    if spec.op == "upload" and outcome_unknown(exc):
+    # only an upload or a link (not idempotent) can have an unknown outcome; a describe failed so is just failed
+    if spec.op != "describe" and outcome_unknown(exc):
         line = error_line(item.index, exc, retryable=False)
         return WorkResult(item.key, line, ok=False, retryable=False, unknown=True)
     retryable = is_retryable(exc) and not (isinstance(exc, ApiError) and exc.status == 404)

@@ -33,7 +33,7 @@ from ..models._abdm import CareContext, HealthDataRequest, LinkedCareContext, Pu
 from ..models._records import HiType
 from ._base import Resource
 
-__all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum"]
+__all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
 
 #: The longest care context id accepted (the vendor gives none; ABDM's gateway takes ids of up to 255).
 MAX_CARE_CONTEXT_ID: Final = 255
@@ -80,8 +80,10 @@ def _care_context_id(value: object, where: str) -> str:
     return value
 
 
-def _link_entry(index: int, item: object) -> dict[str, Any]:
-    where = f"care_contexts[{index}]"
+def link_entry(item: object, where: str) -> dict[str, Any]:
+    """The wire entry of one :class:`CareContext` (``LinkCareContextMeta``), every rule checked; ``where`` names
+    the item in the :class:`InvalidRequest` (never its content). Shared by :meth:`Abdm.link_care_contexts` and the
+    bulk link job (``health_async.ingest``), which checks each input row with it before anything is sent."""
     if not isinstance(item, CareContext):
         raise InvalidRequest(f"{where} must be a CareContext(care_context_id, display, hi_type, data=None)")
     entry: dict[str, Any] = {"care_context_id": _care_context_id(item.care_context_id, where)}
@@ -130,7 +132,7 @@ class Abdm(Resource):
             OutcomeUnknown: the links may or may not have been made: check :meth:`linked_care_contexts` before
                 linking again (a repeat would not be harmful to ABDM, but it triggers a second webhook).
         """
-        entries = [_link_entry(i, item) for i, item in enumerate(care_contexts)]
+        entries = [link_entry(item, f"care_contexts[{i}]") for i, item in enumerate(care_contexts)]
         if not entries:
             raise InvalidRequest("care_contexts must hold at least one CareContext")
         ids = [e["care_context_id"] for e in entries]
