@@ -11,6 +11,8 @@ of every ``repr``.
 
 from ._abdm import *  # noqa: F403
 from ._abdm import __all__ as _abdm_all
+from ._abdm_events import *  # noqa: F403
+from ._abdm_events import __all__ as _abdm_events_all
 from ._abha import *  # noqa: F403
 from ._abha import __all__ as _abha_all
 from ._documents import *  # noqa: F403
@@ -22,4 +24,4 @@ from ._processing import __all__ as _processing_all
 from ._records import *  # noqa: F403
 from ._records import __all__ as _records_all
 
-__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_abdm_all, *_patients_all]
+__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_abdm_all, *_abdm_events_all, *_patients_all]
