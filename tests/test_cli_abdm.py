@@ -19,8 +19,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from health_async import _json, cli, webhooks
+from health_async import HealthClient, _json, cli, webhooks
 from health_async._cli import webhooks as webhooks_cli
+from health_async.ingest import IngestJob
 from health_async.testing import FakeHealthServer, Fault
 from health_async.testing._webhooks import send_webhook, sign
 
@@ -370,3 +371,23 @@ def test_the_command_stops_on_sigterm_and_ctrl_c(signum: int, status: int) -> No
     assert process.returncode == status
     assert orjson.loads(out)["care_context_id"] == "V-1"
     assert err.endswith("webhooks: stopped\n") and SECRET not in err
+
+
+async def test_serve_records_the_services_link_webhooks_against_an_ingest_link_journal(
+    start_serve: Start, tmp_path: Path
+) -> None:
+    source = tmp_path / "visits.csv"
+    source.write_text("care_context_id,display,hi_type,oid\nV-1,Visit,OPConsultation,o-1\nV-2,Visit,Prescription,o-2\n")
+    journal = tmp_path / "links.db"
+    running = await start_serve("--secret", SECRET, "--record-links", str(journal))
+    async with FakeHealthServer(users=1, documents_per_user=1) as fake:
+        fake.abdm.webhooks(running.url, SECRET)
+        fake.abdm.fail_links({"V-2"})
+        async with HealthClient(base_url=fake.url, token=fake.token) as client:
+            summary = await IngestJob.link(source, out=tmp_path / "links.jsonl", journal=journal, client=client).run()
+            await fake.abdm.flush()
+            assert summary.ok and [status for _, status in fake.abdm.deliveries] == [200, 200]
+    lines = {line["care_context_id"]: line for line in running.lines()}
+    assert lines["V-1"]["recorded"] is True and lines["V-2"]["link_status"] == "ERRORED"
+    status = await IngestJob.status(journal)
+    assert (status.linked, status.errored, status.waiting) == (1, 1, 0)

@@ -3,7 +3,7 @@
 ::
 
     health-async webhooks serve --secret S [--host 127.0.0.1] [--port 8080] [--path /webhooks]
-                                [--forward URL] [--show-data]
+                                [--forward URL] [--show-data] [--record-links JOURNAL]
 
 Serves ``POST PATH`` with the library's own handler, :func:`health_async.webhooks.aiohttp_handler`, so a webhook
 is checked exactly as an application using the library checks it (signature, timestamp, size, replays) and a
@@ -20,6 +20,12 @@ adds the outcome to the event's line: ``"forward": {"status": 200}`` or ``"forwa
 forward never stops the server. Judgement call: the sender is answered 200 whatever the forward did: the relay
 took the webhook; the forward's outcome is for the developer to read, and mirroring a 500 would make the service
 deliver again to a relay that already showed the event.
+
+``--record-links JOURNAL`` records each ``abha.link_care_context`` outcome against the journal of an
+``ingest link`` job (:class:`health_async.ingest.LinkRecorder`), so that ``ingest status`` shows linked /
+errored / waiting and the next run settles links of unknown outcome by it; the line gets ``"recorded": true``
+when the care context is the job's. A webhook that cannot be recorded (the journal missing or unwritable) is
+answered 500, so the service delivers it again.
 
 The secret comes from ``--secret`` or ``HEALTH_ASYNC_WEBHOOK_SECRET`` (prefer the environment: a flag shows in the
 process list); it is never printed. Runs until Ctrl-C or SIGTERM, then stops listening, lets the webhooks in flight
@@ -203,9 +209,16 @@ async def serve(
     forward = _forward_url(args.forward) if args.forward is not None else None
     show_data: bool = args.show_data
     session: aiohttp.ClientSession | None = None
+    recorder = None
+    if getattr(args, "record_links", None):
+        from ..ingest import LinkRecorder  # the ingest subpackage only when asked for (no cycle: it never imports us)
+
+        recorder = LinkRecorder(args.record_links)
 
     async def on_event(event: webhooks.WebhookEvent) -> None:
         line = event_line(event, show_data=show_data)
+        if recorder is not None and event.kind is webhooks.EventKind.LINK_CARE_CONTEXT:
+            line["recorded"] = await recorder.record(event.link_result())
         tee = _REQUEST.get()
         if forward is not None and session is not None and tee is not None:
             line["forward"] = await _forward(session, forward, bytes(tee.body), tee.headers)
@@ -331,4 +344,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument("--path", type=_path, default="/webhooks", help="path webhooks are posted to (default /webhooks)")
     p.add_argument("--forward", metavar="URL", help="also POST each verified webhook, as received, to URL")
     p.add_argument("--show-data", action="store_true", help="print each event's data too (personal data)")
+    p.add_argument(
+        "--record-links",
+        metavar="JOURNAL",
+        help="record abha.link_care_context outcomes against an `ingest link` journal (ingest status shows them)",
+    )
     return {"webhooks": _webhooks}
