@@ -1,4 +1,6 @@
-"""Verify and parse the service's signed webhooks (``rec.uploaded``, ``rec.srp``, ``rec.pii``, ``rec.classification``).
+"""Verify and parse the service's signed webhooks: the records events (``rec.uploaded``, ``rec.srp``, ``rec.pii``,
+``rec.classification``) and ABDM's (``abha.*``: :meth:`WebhookEvent.payload` gives each its typed ``data``; an
+event this version does not know is still a :class:`WebhookEvent`, of kind ``UNKNOWN``, never an error).
 
 Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex>`` where the hex is
 ``HMAC-SHA256(secret, "<t>.<raw body>")``. :func:`verify` checks it and returns a typed :class:`WebhookEvent`::
@@ -55,6 +57,7 @@ from ._logging import logger
 from ._wire import WireEnum, structure
 from .errors import HealthError, InvalidRequest, WebhookSignatureError
 from .models._abdm import HealthDataRequest, LinkResult
+from .models._abdm_events import EVENT_PAYLOADS, AbdmPayload
 
 if TYPE_CHECKING:
     from ._client import HealthClient
@@ -210,6 +213,22 @@ class WebhookEvent:
         :class:`~health_async.errors.ResponseValidationError` when the data does not fit)."""
         self._expect(EventKind.LINK_CARE_CONTEXT)
         return structure(self.data, LinkResult)
+
+    def payload(self) -> AbdmPayload | None:
+        """The typed ``data`` of an ABDM event: the model :data:`~health_async.models.EVENT_PAYLOADS` names for
+        it (:class:`~health_async.models.LinkResult`, :class:`~health_async.models.HealthDataRequest`,
+        :class:`~health_async.models.ConsentUpdate`, ...; a field that does not fit is ``None``, never an error);
+        ``None`` for an event without a model (the ``rec.*`` events, whose fields are on the event itself, and an
+        event this version does not know: its ``data`` stays on :attr:`data`).
+
+        Judgement call: the typed data is asked for, not parsed with every event: a webhook handler that only
+        routes events pays nothing for models it does not use."""
+        model = EVENT_PAYLOADS.get(self.event)
+        if model is None:
+            return None
+        if model is HealthDataRequest:
+            return self.data_request()
+        return structure(self.data, model)
 
     def data_request(self) -> HealthDataRequest:
         """The typed ``data`` of an ``abha.hip_data_fetch`` event: answer it with

@@ -70,7 +70,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeAlias
 
 import attrs
 
@@ -79,6 +79,7 @@ from ._abdm import HealthDataRequest, LinkResult
 
 __all__ = [
     "EVENT_PAYLOADS",
+    "AbdmPayload",
     "AbhaCreated",
     "CareContextDiscover",
     "CareContextRef",
@@ -498,7 +499,23 @@ class SubscriptionNotify:
 
 #: The model of each documented ABDM webhook event's ``data``, by event name: decode with
 #: ``health_async._wire.structure(event.data, EVENT_PAYLOADS[event.event])``. Read-only.
-EVENT_PAYLOADS: Final[Mapping[str, type]] = MappingProxyType(
+#: The typed ``data`` of any documented ABDM event (what ``WebhookEvent.payload()`` returns).
+AbdmPayload: TypeAlias = (
+    AbhaCreated
+    | CareContextDiscover
+    | DiscoverLinkInit
+    | ConsentUpdate
+    | DiscoverLinkConfirm
+    | HealthDataRequest
+    | ProfileShare
+    | HiuDataPush
+    | LinkResult
+    | LockerCreated
+    | SubscriptionModified
+    | SubscriptionNotify
+)
+
+EVENT_PAYLOADS: Final[Mapping[str, type[AbdmPayload]]] = MappingProxyType(
     {
         "abha.created": AbhaCreated,
         "abha.care_context_discover": CareContextDiscover,
