@@ -20,7 +20,7 @@ from .errors import InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
-    from .resources import Abdm, Abha, Cases, Documents, Patients, Profiles
+    from .resources import Abdm, Abha, Cases, Documents, Patients, Profiles, WebhookSubscriptions
 
 __all__ = ["HealthClient"]
 
@@ -225,6 +225,13 @@ class HealthClient:
         from .resources import Abdm
 
         return Abdm(self)
+
+    @cached_property
+    def webhook_subscriptions(self) -> WebhookSubscriptions:
+        """Where the service sends its webhooks: :class:`~health_async.resources.WebhookSubscriptions`."""
+        from .resources import WebhookSubscriptions
+
+        return WebhookSubscriptions(self)
 
     @cached_property
     def cases(self) -> Cases:

@@ -15,6 +15,10 @@ from ._abdm_events import *  # noqa: F403
 from ._abdm_events import __all__ as _abdm_events_all
 from ._abha import *  # noqa: F403
 from ._abha import __all__ as _abha_all
+from ._abha_kyc import *  # noqa: F403
+from ._abha_kyc import __all__ as _abha_kyc_all
+from ._abha_profile import *  # noqa: F403
+from ._abha_profile import __all__ as _abha_profile_all
 from ._documents import *  # noqa: F403
 from ._documents import __all__ as _documents_all
 from ._patients import *  # noqa: F403
@@ -23,5 +27,21 @@ from ._processing import *  # noqa: F403
 from ._processing import __all__ as _processing_all
 from ._records import *  # noqa: F403
 from ._records import __all__ as _records_all
+from ._scan_share import *  # noqa: F403
+from ._scan_share import __all__ as _scan_share_all
+from ._webhook_subscriptions import *  # noqa: F403
+from ._webhook_subscriptions import __all__ as _webhook_subscriptions_all
 
-__all__ = [*_documents_all, *_processing_all, *_records_all, *_abha_all, *_abdm_all, *_abdm_events_all, *_patients_all]
+__all__ = [
+    *_documents_all,
+    *_processing_all,
+    *_records_all,
+    *_abha_all,
+    *_abha_profile_all,
+    *_abha_kyc_all,
+    *_scan_share_all,
+    *_abdm_all,
+    *_abdm_events_all,
+    *_patients_all,
+    *_webhook_subscriptions_all,
+]

@@ -1,5 +1,5 @@
 """The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
-``client.patients``, ``client.cases``, ``client.abdm``."""
+``client.patients``, ``client.cases``, ``client.abdm``, ``client.webhook_subscriptions``."""
 
 from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
 from .abdm import Abdm
@@ -8,6 +8,7 @@ from .cases import Cases
 from .documents import Documents
 from .patients import Patients
 from .profiles import Profiles
+from .webhook_subscriptions import WebhookSubscriptions
 
 __all__ = [
     "AadhaarRegistration",
@@ -20,4 +21,5 @@ __all__ = [
     "MobileRegistration",
     "Patients",
     "Profiles",
+    "WebhookSubscriptions",
 ]

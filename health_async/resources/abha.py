@@ -53,7 +53,6 @@ from .._abha_input import (
 from .._checks import checked
 from .._config import NOT_GIVEN
 from .._mobile import normalize_mobile
-from .._retry import RetryPolicy
 from .._routes import (
     PATH_AADHAAR_CREATE,
     PATH_AADHAAR_MOBILE_RESEND,
@@ -77,8 +76,11 @@ from ..errors import InvalidRequest
 from ..models import AadhaarInit, AbhaStep, LoginMethod, LoginMethods, NewAbhaProfile, OtpSent, OtpSystem
 from ..models._abha import parse_exists, parse_suggestions
 from . import _abha_flow
+from ._abha_base import AbhaBase, AbhaOptions
 from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
-from ._base import Resource
+from ._abha_kyc import AbhaKycMixin
+from ._abha_profile import AbhaProfileMixin
+from ._scan_share import ScanShareMixin
 
 __all__ = [
     "ABHA_ADDRESS_SUFFIXES",
@@ -120,17 +122,7 @@ def _enum(cls: Any, value: Any, name: str) -> Any:
 # ------------------------------------------------------------------------------------------------ the resource
 
 
-class AbhaOptions(AbhaHeaders, total=False):
-    """Every per-call option of a ``client.abha`` endpoint method."""
-
-    #: This call's :class:`~health_async.RetryPolicy` (OTP, verify and create calls are never repeated once
-    #: they may have reached the service, whatever it says).
-    retry: RetryPolicy
-    #: Seconds for the whole call, or ``None`` for no limit.
-    timeout: float | None
-
-
-class Abha(Resource):
+class Abha(AbhaProfileMixin, AbhaKycMixin, ScanShareMixin, AbhaBase):
     """ABHA registration and login (``/abdm/na/v1/registration``, ``/abdm/na/v1/profile/login``).
 
     Every method takes the same optional keywords: ``user_id`` (``X-Pt-Id``), ``partner_user_id``
@@ -138,36 +130,6 @@ class Abha(Resource):
     out: a brand-new user has no OID); ``encrypt`` (calls with a body) defaults to the client's ``encrypt``;
     ``retry`` and ``timeout`` override the client's for this call.
     """
-
-    # -------------------------------------------------------------------- shared plumbing
-
-    def _headers(self, options: AbhaHeaders) -> dict[str, str]:
-        return self._partner_headers(
-            options.get("user_id", NOT_GIVEN),
-            options.get("partner_user_id", NOT_GIVEN),
-            options.get("partner_hip_id", NOT_GIVEN),
-        )
-
-    async def _post(
-        self,
-        path: str,
-        operation: str,
-        body: Mapping[str, Any],
-        *,
-        once: bool,
-        **options: Unpack[AbhaOptions],
-    ) -> Any:
-        encrypt = options.get("encrypt")
-        kwargs: dict[str, Any] = {
-            "headers": self._headers(options),
-            "json": dict(body),
-            "encrypt": self._client.encrypt if encrypt is None else encrypt,
-            "retry": options.get("retry", NOT_GIVEN),
-            "timeout": options.get("timeout", NOT_GIVEN),
-        }
-        if once:
-            return await self._send_once("POST", path, operation=operation, **kwargs)
-        return await self._session.request("POST", path, operation=operation, idempotent=True, **kwargs)
 
     # -------------------------------------------------------------------- registration with Aadhaar
 

@@ -130,3 +130,36 @@ HI_TYPES: Final = frozenset(
     {"OPConsultation", "Prescription", "DischargeSummary", "DiagnosticReport", "ImmunizationRecord",
      "HealthDocumentRecord", "WellnessRecord"}
 )  # fmt: skip
+
+# ------------------------------------------------------------------------------------ the ABHA after registration
+
+#: registration.yml: ``GET``, ``PATCH`` and ``DELETE /abdm/v1/profile``.
+ABHA_PROFILE: Final = "/abdm/v1/profile"
+#: registration.yml: ``GET /abdm/v1/profile/asset/card`` (the ABHA card, an image or PDF).
+ABHA_CARD: Final = "/abdm/v1/profile/asset/card"
+#: registration.yml: ``GET /abdm/v1/profile/asset/qr``.
+ABHA_QR: Final = "/abdm/v1/profile/asset/qr"
+#: registration.yml: ``POST /abdm/v1/profile/kyc/init``, ``/resend``, ``/verify``.
+KYC_INIT: Final = "/abdm/v1/profile/kyc/init"
+KYC_RESEND: Final = "/abdm/v1/profile/kyc/resend"
+KYC_VERIFY: Final = "/abdm/v1/profile/kyc/verify"
+#: registration.yml: ``POST /abdm/v1/profile/search``.
+ABHA_SEARCH: Final = "/abdm/v1/profile/search"
+#: registration.yml: ``GET /abdm/v1/registration/pincode/{pincode}``.
+PINCODE: Final = "/abdm/v1/registration/pincode/{pincode}"
+#: registration.yml: ``POST /abdm/v2/profile/share`` and ``GET /abdm/v2/profile/share/{request_id}`` (patient side).
+PROFILE_SHARE: Final = "/abdm/v2/profile/share"
+PROFILE_SHARE_STATUS: Final = "/abdm/v2/profile/share/{request_id}"
+#: registration.yml: ``POST /abdm/v1/hip/patient/profile/on-share`` (hospital side: the token).
+PROFILE_ON_SHARE: Final = "/abdm/v1/hip/patient/profile/on-share"
+#: registration.yml: ``POST /abdm/v1/session/init``, ``/verify``; ``GET /abdm/v1/session/status``.
+SESSION_INIT: Final = "/abdm/v1/session/init"
+SESSION_VERIFY: Final = "/abdm/v1/session/verify"
+SESSION_STATUS: Final = "/abdm/v1/session/status"
+
+# ------------------------------------------------------------------------------------------ webhook subscriptions
+
+#: connect-webhooks/webhooks.yml: ``GET`` and ``POST /notification/v1/connect/webhook/subscriptions``.
+WEBHOOK_SUBSCRIPTIONS: Final = "/notification/v1/connect/webhook/subscriptions"
+#: connect-webhooks/webhooks.yml: ``DELETE /notification/v1/connect/webhook/subscriptions/{id}``.
+WEBHOOK_SUBSCRIPTION: Final = "/notification/v1/connect/webhook/subscriptions/{id}"

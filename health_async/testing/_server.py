@@ -15,7 +15,18 @@ import attrs
 from aiohttp import BodyPartReader, web
 
 from .. import _json, jwe
-from . import _abdm, _abha, _domain, _patients, _records, _storage
+from . import (
+    _abdm,
+    _abha,
+    _abha_kyc,
+    _abha_profile,
+    _domain,
+    _patients,
+    _records,
+    _scan_share,
+    _storage,
+    _subscriptions,
+)
 from . import _routes as R
 from ._common import BAD, Dropped, ErrorMarker, Handler, RecordedRequest, drop
 from ._data import FakeData
@@ -29,7 +40,18 @@ UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
 MAX_UPLOAD: Final = 10 * 1024 * 1024  # service-facts.md: the live direct upload is limited to 10 MB a file
 
 #: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
-ROUTES: Final = CORE_ROUTES + _records.ROUTES + _storage.ROUTES + _abha.ROUTES + _patients.ROUTES + _abdm.ROUTES
+ROUTES: Final = (
+    CORE_ROUTES
+    + _records.ROUTES
+    + _storage.ROUTES
+    + _abha.ROUTES
+    + _patients.ROUTES
+    + _abdm.ROUTES
+    + _abha_profile.ROUTES
+    + _abha_kyc.ROUTES
+    + _scan_share.ROUTES
+    + _subscriptions.ROUTES
+)
 
 
 @attrs.define
@@ -110,7 +132,21 @@ class FakeHealthServer:
         self.abha = _abha.FakeAbha(self)
         self.patients = _patients.FakePatients(self)
         self.abdm = _abdm.FakeAbdm(self)
-        self._domains: tuple[_domain.Domain, ...] = (self.records, self.storage, self.abha, self.patients, self.abdm)
+        self.abha_profile = _abha_profile.FakeAbhaProfile(self)
+        self.abha_kyc = _abha_kyc.FakeAbhaKyc(self)
+        self.scan_share = _scan_share.FakeScanShare(self)
+        self.webhook_subscriptions = _subscriptions.FakeWebhookSubscriptions(self)
+        self._domains: tuple[_domain.Domain, ...] = (
+            self.records,
+            self.storage,
+            self.abha,
+            self.patients,
+            self.abdm,
+            self.abha_profile,
+            self.abha_kyc,
+            self.scan_share,
+            self.webhook_subscriptions,
+        )
 
     def __repr__(self) -> str:
         return f"FakeHealthServer(url={self.url if self._runner else None!r})"
