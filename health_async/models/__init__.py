@@ -19,8 +19,14 @@ from ._abha_kyc import *  # noqa: F403
 from ._abha_kyc import __all__ as _abha_kyc_all
 from ._abha_profile import *  # noqa: F403
 from ._abha_profile import __all__ as _abha_profile_all
+from ._consents import *  # noqa: F403
+from ._consents import __all__ as _consents_all
+from ._discover import *  # noqa: F403
+from ._discover import __all__ as _discover_all
 from ._documents import *  # noqa: F403
 from ._documents import __all__ as _documents_all
+from ._hiu import *  # noqa: F403
+from ._hiu import __all__ as _hiu_all
 from ._patients import *  # noqa: F403
 from ._patients import __all__ as _patients_all
 from ._processing import *  # noqa: F403
@@ -42,6 +48,9 @@ __all__ = [
     *_scan_share_all,
     *_abdm_all,
     *_abdm_events_all,
+    *_discover_all,
+    *_consents_all,
+    *_hiu_all,
     *_patients_all,
     *_webhook_subscriptions_all,
 ]

@@ -3,6 +3,7 @@
 
 from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
 from .abdm import Abdm
+from .abdm_consents import Consents
 from .abha import Abha
 from .cases import Cases
 from .documents import Documents
@@ -17,6 +18,7 @@ __all__ = [
     "AbhaFlow",
     "AbhaLogin",
     "Cases",
+    "Consents",
     "Documents",
     "MobileRegistration",
     "Patients",

@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any, Final
 
 import pybase64
@@ -31,7 +32,10 @@ from ..abdm_crypto import KeyMaterial
 from ..errors import InvalidRequest
 from ..models._abdm import CareContext, HealthDataRequest, LinkedCareContext, PushResult
 from ..models._records import HiType
-from ._base import Resource
+from ._abdm_base import AbdmBase
+from ._abdm_discover import DiscoverMixin
+from ._abdm_hiu import HiuMixin
+from .abdm_consents import Consents
 
 __all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
 
@@ -100,14 +104,15 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
     return entry
 
 
-class Abdm(Resource):
-    """The hospital's side of ABDM's exchange (see the module)."""
+class Abdm(DiscoverMixin, HiuMixin, AbdmBase):
+    """ABDM's exchange: the hospital's side here (see the module); the patient's app and the requester's side in
+    the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_hiu.py``: requests, the HIU's keys and
+    data) and :attr:`consents`."""
 
-    def _headers(self, oid: str | None = None, partner_user_id: str | None = None) -> dict[str, str]:
-        """The optional partner headers; a ``None`` here means "the client's default"."""
-        return self._partner_headers(
-            NOT_GIVEN if oid is None else oid, NOT_GIVEN if partner_user_id is None else partner_user_id
-        )
+    @cached_property
+    def consents(self) -> Consents:
+        """Consents and the consent PIN: :class:`~health_async.resources.Consents`."""
+        return Consents(self._client)
 
     @checked
     async def link_care_contexts(

@@ -163,3 +163,35 @@ SESSION_STATUS: Final = "/abdm/v1/session/status"
 WEBHOOK_SUBSCRIPTIONS: Final = "/notification/v1/connect/webhook/subscriptions"
 #: connect-webhooks/webhooks.yml: ``DELETE /notification/v1/connect/webhook/subscriptions/{id}``.
 WEBHOOK_SUBSCRIPTION: Final = "/notification/v1/connect/webhook/subscriptions/{id}"
+
+# ------------------------------------------------------------------- ABDM exchange (patient's app, requester: HIU)
+
+#: registration.yml: ``GET /abdm/v1/providers`` (search) and ``GET /abdm/v1/provider/{hip_id}``.
+PROVIDERS: Final = "/abdm/v1/providers"
+PROVIDER: Final = "/abdm/v1/provider/{hip_id}"
+#: registration.yml: ``POST /abdm/v1/care-contexts/discover``, ``/discover/link/init``, ``/discover/link/confirm``.
+DISCOVER: Final = "/abdm/v1/care-contexts/discover"
+DISCOVER_LINK_INIT: Final = "/abdm/v1/care-contexts/discover/link/init"
+DISCOVER_LINK_CONFIRM: Final = "/abdm/v1/care-contexts/discover/link/confirm"
+#: registration.yml: ``/abdm/v1/consents/{create,list,details,approve,deny,revoke,auto-approval}``.
+CONSENTS_CREATE: Final = "/abdm/v1/consents/create"
+CONSENTS_LIST: Final = "/abdm/v1/consents/list"
+CONSENTS_DETAILS: Final = "/abdm/v1/consents/details"
+CONSENTS_APPROVE: Final = "/abdm/v1/consents/approve"
+CONSENTS_DENY: Final = "/abdm/v1/consents/deny"
+CONSENTS_REVOKE: Final = "/abdm/v1/consents/revoke"
+CONSENTS_AUTO_APPROVAL: Final = "/abdm/v1/consents/auto-approval"
+#: registration.yml: ``/abdm/v1/consents/pin/{exists,set,verify,change,forgot/init,forgot/verify,reset}``.
+PIN_EXISTS: Final = "/abdm/v1/consents/pin/exists"
+PIN_SET: Final = "/abdm/v1/consents/pin/set"
+PIN_VERIFY: Final = "/abdm/v1/consents/pin/verify"
+PIN_CHANGE: Final = "/abdm/v1/consents/pin/change"
+PIN_FORGOT_INIT: Final = "/abdm/v1/consents/pin/forgot/init"
+PIN_FORGOT_VERIFY: Final = "/abdm/v1/consents/pin/forgot/verify"
+PIN_RESET: Final = "/abdm/v1/consents/pin/reset"
+#: registration.yml: ``GET /abdm/v1/requests`` and ``GET /abdm/v1/request`` (consent and subscription requests).
+REQUESTS: Final = "/abdm/v1/requests"
+REQUEST: Final = "/abdm/v1/request"
+#: registration.yml: ``PATCH /abdm/v1/hiu/keyset`` and ``POST /abdm/v1/hiu/care-context/data/on-push``.
+HIU_KEYSET: Final = "/abdm/v1/hiu/keyset"
+HIU_DATA_ON_PUSH: Final = "/abdm/v1/hiu/care-context/data/on-push"

@@ -17,6 +17,9 @@ from aiohttp import BodyPartReader, web
 from .. import _json, jwe
 from . import (
     _abdm,
+    _abdm_consents,
+    _abdm_discover,
+    _abdm_hiu,
     _abha,
     _abha_kyc,
     _abha_profile,
@@ -51,6 +54,9 @@ ROUTES: Final = (
     + _abha_kyc.ROUTES
     + _scan_share.ROUTES
     + _subscriptions.ROUTES
+    + _abdm_discover.ROUTES
+    + _abdm_consents.ROUTES
+    + _abdm_hiu.ROUTES
 )
 
 
@@ -136,6 +142,9 @@ class FakeHealthServer:
         self.abha_kyc = _abha_kyc.FakeAbhaKyc(self)
         self.scan_share = _scan_share.FakeScanShare(self)
         self.webhook_subscriptions = _subscriptions.FakeWebhookSubscriptions(self)
+        self.abdm_discover = _abdm_discover.FakeDiscover(self)
+        self.abdm_consents = _abdm_consents.FakeConsents(self)
+        self.abdm_hiu = _abdm_hiu.FakeHiu(self)
         self._domains: tuple[_domain.Domain, ...] = (
             self.records,
             self.storage,
@@ -146,6 +155,9 @@ class FakeHealthServer:
             self.abha_kyc,
             self.scan_share,
             self.webhook_subscriptions,
+            self.abdm_discover,
+            self.abdm_consents,
+            self.abdm_hiu,
         )
 
     def __repr__(self) -> str:
