@@ -4,6 +4,8 @@
 
     health-async ingest describe IDS_FILE --out docs.jsonl [--journal ingest.db] [--concurrency 64] [--rate-limit R]
     health-async ingest upload DIR_OR_LIST --out uploads.jsonl [--journal ...] [--wait] [--tasks smart]
+    health-async ingest upload DIR_OR_LIST --out uploads.jsonl --reconcilable     (unknown outcomes settled by asking)
+    health-async ingest reconcile --journal uploads.db
     health-async ingest link CSV_OR_JSONL --out links.jsonl [--journal ...] [--hip-id H] [--relink-unknown]
     health-async ingest ... --engine ray [--ray-address auto] [--workers N]
     health-async ingest status --journal ingest.db
@@ -78,7 +80,7 @@ def _tasks(values: list[str] | None) -> tuple[str, ...]:
 
 
 async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | None = None) -> int:  # noqa: ARG001
-    """Run ``ingest describe|upload|link|status|export``."""
+    """Run ``ingest describe|upload|link|reconcile|status|export``."""
     from ..ingest import IngestJob
 
     stream = err or sys.stderr
@@ -86,6 +88,11 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
         documents, items = await IngestJob.export(args.journal, args.to, format=args.format)
         stream.write(f"exported {documents} documents and {items} report items\n")
         return 0
+    if args.ingest_command == "reconcile":
+        summary = await IngestJob.reconcile(args.journal, client_factory=_factory(args), concurrency=args.concurrency)
+        stream.write(f"ingest reconcile: {summary.text()}\n")
+        stream.flush()
+        return 0 if summary.status.unknown == 0 else 1
     if args.ingest_command == "status":
         status = await IngestJob.status(args.journal)
         if args.json:
@@ -140,7 +147,12 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
         "workers": args.workers,
     }
     if args.ingest_command == "upload":
-        options.update(tasks=_tasks(args.tasks), wait=args.wait, reupload_unknown=args.reupload_unknown)
+        options.update(
+            tasks=_tasks(args.tasks),
+            wait=args.wait,
+            reupload_unknown=args.reupload_unknown,
+            reconcilable=args.reconcilable,
+        )
         job = IngestJob.upload(args.source, **options)
     elif args.ingest_command == "link":
         options.update(hip_id=args.hip_id, relink_unknown=args.relink_unknown)
@@ -241,6 +253,22 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     u.add_argument(
         "--reupload-unknown", action="store_true", help="send again uploads whose outcome is unknown (may duplicate)"
     )
+    u.add_argument(
+        "--reconcilable",
+        action="store_true",
+        help="each file through presigned storage under an id of its own, so an unknown outcome is settled by asking "
+        "(the processing tasks do not run there); chosen at the job's first run",
+    )
+
+    r = isub.add_parser(
+        "reconcile",
+        parents=[common],
+        help="settle a reconcilable upload job's unknown outcomes by asking the service (uploads nothing)",
+        description="Each upload of unknown outcome is looked for by its own document id: found, it is done (its "
+        "line written); not stored, it becomes pending (the next run uploads it under the same id).",
+    )
+    r.add_argument("--journal", required=True, help="the job's journal file")
+    r.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
 
     k = isub.add_parser(
         "link",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -173,6 +174,11 @@ class IngestJob:
             job, also resend links of unknown outcome that cannot be checked (``relink_unknown`` is the same).
         hip_id: link: your facility's HIP id, to check links of unknown outcome (default: the client's
             ``partner_hip_id``).
+        reconcilable: upload: every file goes through presigned storage under a document id of its own
+            (``uuid5`` of the job's namespace, kept in the journal, and the file's key), so that an upload of
+            unknown outcome is settled by asking (``describe``) at the next run: found, done; not stored, uploaded
+            again under the same id (never a second document). The processing ``tasks`` do not run on that route.
+            Chosen for a job once, at its first run.
         progress: show a progress bar on stderr (``None``: when stderr is a terminal).
         ray_address, workers: for ``engine="ray"``.
         batch_size, flush_interval: how results are grouped into one output write + fsync + journal commit.
@@ -197,6 +203,7 @@ class IngestJob:
         reupload_unknown: bool = False,
         relink_unknown: bool = False,
         hip_id: str | None = None,
+        reconcilable: bool = False,
         progress: bool | None = None,
         progress_stream: IO[str] | None = None,
         ray_address: str | None = None,
@@ -221,6 +228,13 @@ class IngestJob:
         task_tuple = (tasks,) if isinstance(tasks, str) else tuple(tasks)
         if op == "upload":
             task_params(task_tuple)  # an unknown task fails here, before anything is read or sent
+        if reconcilable and op != "upload":
+            raise InvalidRequest("reconcilable is for upload jobs")
+        if reconcilable and (wait or task_tuple != ("smart",)):
+            raise InvalidRequest(
+                "a reconcilable upload goes through presigned storage, where the processing tasks do not run: "
+                "give no tasks and no wait"
+            )
         if user_id is not None and (not isinstance(user_id, str) or not user_id.strip()):
             raise InvalidRequest("user_id must be a non-empty string")
         if hip_id is not None and (not isinstance(hip_id, str) or not hip_id.strip()):
@@ -228,6 +242,7 @@ class IngestJob:
         reupload_unknown = bool(reupload_unknown or relink_unknown)
         self.op: Op = op
         self.source = os.fspath(source)
+        self._source_path = os.path.abspath(self.source)  # kept in the journal (ingest reconcile reads it)
         self.out = os.fspath(out)
         self.journal_path = os.fspath(journal) if journal is not None else self.out + ".ingest.db"
         self.spec = JobSpec(
@@ -238,6 +253,7 @@ class IngestJob:
             user_id=user_id,
             hip_id=hip_id,
             relink_unknown=reupload_unknown,
+            reconcilable=bool(reconcilable),
         )
         self._client = client
         self._factory = client_factory
@@ -296,6 +312,50 @@ class IngestJob:
         Judgement call: a static method on the journal's path, like :meth:`status`: an export needs no client."""
         return await asyncio.to_thread(_export.export, journal, to, format=format)
 
+    @classmethod
+    async def reconcile(
+        cls,
+        journal: str | os.PathLike[str],
+        *,
+        client: HealthClient | None = None,
+        client_factory: ClientFactory | None = None,
+        concurrency: int = 16,
+        progress: bool | None = False,
+    ) -> IngestSummary:
+        """Settle the uploads of unknown outcome of a reconcilable upload job's journal by asking the service, and
+        upload nothing: each is looked for by its own document id (``describe``); found, it is done (its line
+        written to the job's output); not stored, it becomes pending (the next run uploads it, under the same id).
+        A reconcilable job's runs do this by themselves; this is the same without a run.
+        :class:`~health_async.errors.InvalidRequest` for a journal of another kind of job, or one whose uploads
+        carry no id of ours (not reconcilable: there is nothing to ask about)."""
+        meta = Journal(journal)
+        try:
+            await meta.call(meta.open_readonly)
+            op, out, mode, source = [
+                await meta.call(meta.meta, name) for name in ("op", "out", "reconcilable", "source")
+            ]
+        finally:
+            await meta.call(meta.close)
+            meta.shutdown()
+        if op != "upload" or mode != "1" or out is None or source is None:
+            raise InvalidRequest(
+                "only a reconcilable upload job's journal can be reconciled (its uploads carry ids of ours); for "
+                "another job, check the document list and rerun with --reupload-unknown"
+            )
+        job = cls(
+            "upload",
+            source,
+            out=out,
+            journal=journal,
+            client=client,
+            client_factory=client_factory,
+            concurrency=concurrency,
+            reconcilable=True,
+            progress=progress,
+        )
+        job.spec = attrs.evolve(job.spec, reconcile_only=True)
+        return await job.run()
+
     @staticmethod
     async def status(journal: str | os.PathLike[str]) -> IngestStatus:
         """Counts of a job's journal: done, failed (retryable), pending, unknown outcome (with their keys).
@@ -339,7 +399,8 @@ class IngestJob:
             self._running = False
 
     async def _run(self) -> IngestSummary:
-        check_input(self.op, self.source)
+        if not self.spec.reconcile_only:
+            check_input(self.op, self.source)
         engine = self._make_engine()
         journal = Journal(self.journal_path)
         started = time.monotonic()
@@ -351,14 +412,19 @@ class IngestJob:
         try:
             await journal.call(journal.open)
             await journal.call(journal.bind, self.op, self.out)
-            items = read_input(self.op, self.source)
-            scan = await journal.call(journal.scan, items, input_mark(self.source))
-            blank = items.blank  # read in the journal's thread, which has finished with it
+            if self.op == "upload":
+                await self._settle_mode(journal)
+            if not self.spec.reconcile_only:
+                items = read_input(self.op, self.source)
+                scan = await journal.call(journal.scan, items, input_mark(self.source))
+                blank = items.blank  # read in the journal's thread, which has finished with it
             adopted = await journal.call(journal.recover)
             recovered = True
             if self.op == "link":
                 processed += await self._settle_by_webhook(journal)
-            todo = await journal.call(journal.count_todo, self.retry_failed, self._unknown_todo)
+            todo = await journal.call(
+                journal.count_todo, self.retry_failed, self._unknown_todo, self.spec.reconcile_only
+            )
             progress = IngestProgress(self.op, total=todo, enabled=self._progress, stream=self._progress_stream)
             if todo:
                 writer = _Writer(journal, batch_size=self.batch_size, interval=self.flush_interval)
@@ -414,9 +480,27 @@ class IngestJob:
 
     @property
     def _unknown_todo(self) -> bool:
-        """Whether items of unknown outcome are done again: with ``reupload_unknown``; always for links, which
-        are checked before they are sent again."""
-        return self.reupload_unknown or self.op == "link"
+        """Whether items of unknown outcome are done again: with ``reupload_unknown``; always for links and
+        reconcilable uploads, which are checked before they are sent again."""
+        return self.reupload_unknown or self.op == "link" or self.spec.reconcilable
+
+    async def _settle_mode(self, journal: Journal) -> None:
+        """An upload job is reconcilable or not from its first run on (its uploads carry ids of ours, or not);
+        a reconcilable one gets its namespace. A journal written before this existed is not reconcilable."""
+        status = await journal.call(journal.status)
+        first = "1" if self.spec.reconcilable else "0"
+        if await journal.call(journal.meta, "reconcilable") is None and status.total:
+            first = "0"  # an earlier version's job: its uploads carry no id of ours
+        mode = await journal.call(journal.settle_meta, "reconcilable", first)
+        if (mode == "1") != self.spec.reconcilable:
+            raise InvalidRequest(
+                "this journal's job was started "
+                + ("with --reconcilable: give it again" if mode == "1" else "without --reconcilable: run it so")
+            )
+        await journal.call(journal.settle_meta, "source", self._source_path)
+        if self.spec.reconcilable:
+            namespace = await journal.call(journal.settle_meta, "namespace", str(uuid.uuid4()))
+            self.spec = attrs.evolve(self.spec, namespace=namespace)
 
     async def _settle_by_webhook(self, journal: Journal) -> int:
         """Links of unknown outcome whose webhook was recorded: ``LINKED`` is done (no request), ``ERRORED`` is a
@@ -440,10 +524,11 @@ class IngestJob:
         handed to the engine; links in groups of ``concurrency`` (one transaction, one fsync, per group: a crash
         turns at most that many into unknown outcomes, each then checked)."""
         after = 0
-        marks = self.op != "describe"
+        reconcile_only = self.spec.reconcile_only
+        marks = self.op != "describe" and not reconcile_only
         step = self.spec.concurrency if self.op == "link" else 1
         while True:
-            page = await journal.call(journal.todo, after, _PAGE, self.retry_failed, self._unknown_todo)
+            page = await journal.call(journal.todo, after, _PAGE, self.retry_failed, self._unknown_todo, reconcile_only)
             if not page:
                 return
             after = page[-1].rowid
@@ -452,5 +537,5 @@ class IngestJob:
                 if marks:
                     await journal.call(journal.mark_inflight, [row.key for row in chunk])
                 for row in chunk:
-                    recheck = self.op == "link" and row.state == UNKNOWN
+                    recheck = (self.op == "link" or self.spec.reconcilable) and row.state == UNKNOWN
                     yield WorkItem(key=row.key, index=row.index, payload=row.payload, recheck=recheck)

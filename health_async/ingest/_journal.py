@@ -199,6 +199,16 @@ class Journal:
             self._db.close()
             self._db = None
 
+    def settle_meta(self, name: str, value: str) -> str:
+        """The journal's ``name`` as first set: ``value`` is stored when there is none yet (committed)."""
+        old = self.meta(name)
+        if old is not None:
+            return old
+        self.db.execute("BEGIN")
+        self._set_meta(name, value)
+        self.db.execute("COMMIT")
+        return value
+
     def meta(self, name: str) -> str | None:
         row = self.db.execute("SELECT v FROM meta WHERE k = ?", (name,)).fetchone()
         return None if row is None else str(row[0])
@@ -333,18 +343,21 @@ class Journal:
         cursor = self.db.execute("UPDATE items SET state = ?, line = NULL WHERE state = ?", (UNKNOWN, INFLIGHT))
         return cursor.rowcount
 
-    def todo(self, after: int, limit: int, retry_failed: bool, unknown: bool) -> list[TodoRow]:
+    def todo(
+        self, after: int, limit: int, retry_failed: bool, unknown: bool, only_unknown: bool = False
+    ) -> list[TodoRow]:
         """The next ``limit`` items to do, in input order, after rowid ``after`` (``unknown``: items of unknown
-        outcome too)."""
+        outcome too; ``only_unknown``: only those)."""
+        states = "state = 'unknown'" if only_unknown else _todo(retry_failed, unknown)
         rows = self.db.execute(
-            f"SELECT rowid, key, idx, state, payload FROM items WHERE rowid > ? AND ({_todo(retry_failed, unknown)}) "
-            "ORDER BY rowid LIMIT ?",
+            f"SELECT rowid, key, idx, state, payload FROM items WHERE rowid > ? AND ({states}) ORDER BY rowid LIMIT ?",
             (after, limit),
         ).fetchall()
         return [TodoRow(int(r[0]), str(r[1]), int(r[2]), str(r[3]), r[4]) for r in rows]
 
-    def count_todo(self, retry_failed: bool, unknown: bool) -> int:
-        return int(self.db.execute(f"SELECT count(*) FROM items WHERE {_todo(retry_failed, unknown)}").fetchone()[0])
+    def count_todo(self, retry_failed: bool, unknown: bool, only_unknown: bool = False) -> int:
+        states = "state = 'unknown'" if only_unknown else _todo(retry_failed, unknown)
+        return int(self.db.execute(f"SELECT count(*) FROM items WHERE {states}").fetchone()[0])
 
     def mark_inflight(self, keys: list[str]) -> None:
         """Commit, in one transaction, that ``keys`` are about to be sent (uploads, links: before the requests
@@ -383,7 +396,14 @@ class Journal:
             done = [(r.key,) for r in results if r.ok]
             if done:
                 db.executemany("UPDATE items SET state = 'done', line = NULL WHERE key = ?", done)
-            failed = [(UNKNOWN if r.unknown else FAILED, int(r.retryable), r.line, r.key) for r in results if not r.ok]
+            failed = [
+                (UNKNOWN if r.unknown else FAILED, int(r.retryable), r.line, r.key)
+                for r in results
+                if not r.ok and not r.pending
+            ]
+            again = [(r.key,) for r in results if r.pending]
+            if again:
+                db.executemany("UPDATE items SET state = 'pending', line = NULL WHERE key = ?", again)
             if failed:
                 db.executemany("UPDATE items SET state = ?, retryable = ?, line = ? WHERE key = ?", failed)
             self._set_meta("offset", str(self.offset))

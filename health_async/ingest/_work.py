@@ -12,6 +12,7 @@ and :class:`WorkItem` to its actors and calls :func:`process` there.
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -23,6 +24,7 @@ from .._plain import unstructure
 from ..errors import (
     ApiError,
     ClientClosedError,
+    DocumentNotFound,
     HealthError,
     InvalidRequest,
     OutcomeUnknown,
@@ -73,6 +75,8 @@ class WorkResult:
     retryable: bool
     #: For uploads: the outcome is unknown (the request may have reached the service).
     unknown: bool = False
+    #: Reconciliation found the item never stored: it is to do again (pending), with no line.
+    pending: bool = False
 
     def line_json(self) -> dict[str, Any]:
         """The output line, decoded (for inspection; the writer uses the bytes)."""
@@ -96,6 +100,20 @@ class JobSpec:
     hip_id: str | None = None
     #: Link: send again a link of unknown outcome that cannot be checked (the row has no OID, or no HIP id).
     relink_unknown: bool = False
+    #: Upload: through presigned storage under a document id chosen from :attr:`namespace` and the item's key, so
+    #: that an unknown outcome is settled by asking (``describe``) instead of being left to the user.
+    reconcilable: bool = False
+    #: The job's namespace (a UUID, kept in the journal): an item's document id is ``uuid5(namespace, key)``.
+    namespace: str | None = None
+    #: Only settle unknown outcomes (found: done; not stored: pending again); never upload.
+    reconcile_only: bool = False
+
+
+def document_id_of(spec: JobSpec, key: str) -> str:
+    """The document id a reconcilable upload job chooses for ``key``: the same in every run of the job."""
+    if spec.namespace is None:
+        raise RuntimeError("a reconcilable job without its namespace")
+    return str(uuid.uuid5(uuid.UUID(spec.namespace), key))
 
 
 def is_retryable(error: BaseException) -> bool:
@@ -115,6 +133,8 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
     """
     if spec.op == "link":
         return await _link(client, spec, item)
+    if spec.op == "upload" and spec.reconcilable:
+        return await _reconcilable_upload(client, spec, item)
     user: str | NotGiven = NOT_GIVEN if spec.user_id is None else spec.user_id
     try:
         if spec.op == "describe":
@@ -139,6 +159,36 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
             failed = error_line(item.index, exc, retryable=False)
             return WorkResult(item.key, {**line, **failed}, ok=False, retryable=False)
     return WorkResult(item.key, line, ok=True, retryable=False)
+
+
+async def _reconcilable_upload(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkResult:
+    """Upload through presigned storage under the item's own document id; an item of unknown outcome
+    (``recheck``) is first looked for (``describe``): found, it is done without sending anything; not found, it
+    was never stored and is uploaded again under the same id (a repeat declares the same document, never a second
+    one: see :meth:`~health_async.resources.Documents.create`)."""
+    user: str | NotGiven = NOT_GIVEN if spec.user_id is None else spec.user_id
+    document_id = document_id_of(spec, item.key)
+    try:
+        if item.recheck:
+            try:
+                await client.documents.describe(document_id, user_id=user)
+            except DocumentNotFound:
+                if spec.reconcile_only:  # never stored: to upload at the next run
+                    return WorkResult(item.key, b"{}", ok=False, retryable=False, pending=True)
+            else:
+                line = {"index": item.index, "upload": {"document_id": document_id, "route": "presigned"}}
+                return WorkResult(item.key, {**line, "reconciled": "found"}, ok=True, retryable=False)
+        result = await client.documents.create(item.key, document_id=document_id, user_id=user)
+    except ClientClosedError:
+        raise
+    except HealthError as exc:
+        if item.recheck and not outcome_unknown(exc) and not isinstance(exc, InvalidRequest):
+            # the question (or the new upload) failed for a reason that says nothing of the first send
+            return WorkResult(item.key, error_line(item.index, exc, retryable=False), False, False, unknown=True)
+        return _failure(spec, item, exc)
+    except (ValueError, TypeError, OSError) as exc:  # bad input found before sending (missing, unreadable file)
+        return _failure(spec, item, InvalidRequest(str(exc)))
+    return WorkResult(item.key, {"index": item.index, "upload": unstructure(result)}, ok=True, retryable=False)
 
 
 async def _link(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkResult:

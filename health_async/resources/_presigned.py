@@ -57,6 +57,7 @@ __all__ = [
     "MAX_FILES",
     "MAX_IMAGE_SIZE",
     "MAX_PDF_SIZE",
+    "chosen_id",
     "create",
     "delete",
     "epoch_seconds",
@@ -89,6 +90,8 @@ STORAGE_ROUTE: Final = "<storage form>"
 MAX_TAGS: Final = 10
 TAG_LENGTH: Final = (2, 20)
 MAX_TITLE: Final = 256
+#: A document id chosen by the caller (see :func:`chosen_id`).
+_CHOSEN_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 _CODE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _batch_slots: weakref.WeakKeyDictionary[Session, asyncio.Semaphore] = weakref.WeakKeyDictionary()
@@ -225,12 +228,15 @@ async def create(
     tags: Iterable[str] | None = (),
     date: dt.datetime | dt.date | int | None = None,
     cases: Iterable[str] | None = (),
+    document_id: str | None = None,
     user_id: str | NotGiven | None = NOT_GIVEN,
     retry: RetryPolicy | NotGiven = NOT_GIVEN,
     timeout: float | NotGiven | None = NOT_GIVEN,
 ) -> UploadResult:
     """Declare the files of one document, then post each to the storage form the service gives for it."""
     entry: dict[str, Any] = {}
+    if document_id is not None:
+        entry["document_id"] = chosen_id(document_id)
     if document_type is not None:
         entry["dt"] = code_value("document_type", document_type)
     if date is not None:
@@ -269,18 +275,18 @@ async def _declare(
 ) -> tuple[str, tuple[Any, ...]]:
     """``POST /mr/api/v1/docs`` with one batch entry: the new document's id and its forms, one per file.
 
-    Not idempotent (a repeat would declare a second document): sent once, as uploads are (see ``_send_once``).
+    Without a chosen ``document_id`` it is not idempotent (a repeat would declare a second document): sent once,
+    as uploads are (see ``_send_once``). With one, a repeat declares the same document again, so it is retried as
+    any idempotent call (the library's assumption beyond the vendor's files: see :meth:`Documents.create`).
     """
+    send: dict[str, Any] = {"headers": headers, "json": {"batch_request": [entry]}, "retry": retry, "timeout": timeout}
     try:
-        data = await resource._send_once(
-            "POST",
-            R.PATH_DOCUMENTS,
-            operation="presigned_batch",
-            headers=headers,
-            json={"batch_request": [entry]},
-            retry=retry,
-            timeout=timeout,
-        )
+        if "document_id" in entry:
+            data = await resource._session.request(
+                "POST", R.PATH_DOCUMENTS, operation="presigned_batch", idempotent=True, **send
+            )
+        else:
+            data = await resource._send_once("POST", R.PATH_DOCUMENTS, operation="presigned_batch", **send)
     except ApiError as exc:
         refused = _refusal(exc.body)
         if refused is not None:
@@ -295,6 +301,12 @@ async def _declare(
         raise UploadFailed(f"create: the service refused the document (code {code})", code=code)
     if answer.document_id is None:
         raise ResponseValidationError("create: the batch answer has no document_id")
+    if "document_id" in entry and answer.document_id != entry["document_id"]:
+        # the service did not keep the id we chose: the upload could not be recognised later; nothing is stored yet
+        raise ResponseValidationError(
+            "create: the service answered another document_id than the one chosen: ids chosen by the caller are not "
+            "honoured, so this upload could not be recognised later (nothing was stored; upload without document_id)"
+        )
     if len(answer.forms) != count:
         raise ResponseValidationError(f"create: the service gave {len(answer.forms)} upload forms for {count} files")
     for form in answer.forms:
@@ -305,6 +317,15 @@ async def _declare(
                 "create: the storage form URL the service gave is not usable (it must be https://, with a host)"
             ) from None
     return answer.document_id, answer.forms
+
+
+def chosen_id(document_id: object) -> str:
+    """A document id chosen by the caller (``UpdateDocumentV3Request.document_id``), checked: 1 to 64 ASCII letters,
+    digits, ``-`` and ``_`` (a UUID's text fits). Judgement call: the vendor gives no format; this one is safe in a
+    path segment, a header and a log, and the ids the service itself hands out (UUIDs) fit it."""
+    if not isinstance(document_id, str) or not _CHOSEN_ID.match(document_id):
+        raise InvalidRequest("document_id must be 1 to 64 letters, digits, '-' or '_' (a UUID, say)")
+    return document_id
 
 
 def _refusal(body: Any) -> str | None:

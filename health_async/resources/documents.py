@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
 
 import attrs
@@ -15,10 +16,11 @@ from .._bulk import BulkStream, ProgressCallback, known_length, run_pool
 from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, path_segment
 from .._files import FileInput, FileSource, StreamBody, multipart_body
+from .._items import outcome_unknown
 from .._retry import RetryPolicy
 from .._routes import PATH_RESULT
 from .._wire import structure
-from ..errors import FileTooLarge, HealthError, InvalidRequest
+from ..errors import DocumentNotFound, FileTooLarge, HealthError, InvalidRequest, OutcomeUnknown
 from ..models import (
     DescribeResult,
     Document,
@@ -397,6 +399,7 @@ class Documents(Resource):
         poll: PollPolicy | None = None,
         wait_concurrency: int = 1000,
         upload_progress: ProgressCallback | None = None,
+        reconcilable: bool = False,
     ) -> BulkStream[UploadOutcome]:
         """Upload many files, ``concurrency`` at a time; yield an :class:`UploadOutcome` per file.
 
@@ -412,6 +415,14 @@ class Documents(Resource):
         file is streamed from disk; a missing, unreadable, empty or too large file fails alone with
         :class:`~health_async.errors.InvalidRequest` (or its subclass ``FileTooLarge``). Uploads are not
         idempotent, so they are retried only as :meth:`upload` is.
+
+        ``reconcilable=True`` sends each file through presigned storage (:meth:`create`) under a document id chosen
+        for it (a fresh UUID), so that an upload whose outcome is unknown is settled before it is reported: the
+        document is looked for (``describe``): found, the outcome is a success; not stored, it is created again
+        under the same id (never a second document: see :meth:`create` for what this assumes of the service). Only
+        when that question cannot be answered is the outcome :class:`~health_async.errors.OutcomeUnknown`, its
+        message naming the document id to look for. The processing ``tasks`` do not run on that route (give none,
+        and no ``wait``), nor does ``encrypt``.
 
         Leaving the loop early (``break``, an exception, cancellation) never abandons an upload that may have
         reached the service: the uploads already running are let finish when the stream is closed, and their
@@ -431,6 +442,8 @@ class Documents(Resource):
             _query_value("document_type", document_type)
 
         async def call(file: FileInput) -> UploadResult:
+            if reconcilable:
+                return await self._reconciled_create(file, document_type, user_id, retry, timeout)
             return await self.upload(
                 file,
                 tasks=tasks,
@@ -439,6 +452,12 @@ class Documents(Resource):
                 encrypt=encrypt,
                 retry=retry,
                 timeout=timeout,
+            )
+
+        if reconcilable and (wait or encrypt or tasks != ("smart",)):
+            raise InvalidRequest(
+                "reconcilable uploads go through presigned storage, where neither the processing tasks nor "
+                "encryption apply: give no tasks, no wait and no encrypt"
             )
 
         def wrap(file: FileInput, result: UploadResult | None, error: HealthError | None) -> UploadOutcome:
@@ -477,6 +496,40 @@ class Documents(Resource):
             total=known_length(files) if total is None else total,
         )
 
+    async def _reconciled_create(
+        self,
+        file: FileInput,
+        document_type: str | None,
+        user_id: str | NotGiven | None,
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+    ) -> UploadResult:
+        """:meth:`create` under a fresh id of ours; an unknown outcome is settled by asking (see ``upload_many``)."""
+        document_id = str(uuid.uuid4())
+
+        async def create() -> UploadResult:
+            return await self.create(
+                file, document_type=document_type, document_id=document_id, user_id=user_id, retry=retry,
+                timeout=timeout,
+            )  # fmt: skip
+
+        try:
+            return await create()
+        except HealthError as exc:
+            if not outcome_unknown(exc):
+                raise
+            first = exc
+        try:
+            await self.describe(document_id, user_id=user_id, retry=retry, timeout=timeout)
+        except DocumentNotFound:
+            return await create()  # never stored: the same id again declares the same document
+        except HealthError:
+            raise OutcomeUnknown(
+                f"upload: the outcome is unknown and could not be checked: look for document {document_id}",
+                operation="upload",
+            ) from first
+        return UploadResult(document_id=document_id, route="presigned")
+
     @checked
     async def create(
         self,
@@ -487,6 +540,7 @@ class Documents(Resource):
         tags: Iterable[str] = (),
         date: dt.datetime | dt.date | int | None = None,
         cases: Iterable[str] = (),
+        document_id: str | None = None,
         user_id: str | NotGiven | None = NOT_GIVEN,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
@@ -507,7 +561,18 @@ class Documents(Resource):
         ``create`` calls of one client run at a time (the vendor's batch limit); more wait.
 
         The declaring POST is not idempotent (a repeat declares another document): it is retried only when it
-        cannot have reached the service. A storage form post is idempotent (same object, same bytes) and is
+        cannot have reached the service.
+
+        **An upload that can be recognised later**: ``document_id`` (1 to 64 letters, digits, ``-``, ``_``; e.g.
+        ``str(uuid.uuid4())``) names the new document yourself (``UpdateDocumentV3Request.document_id`` of
+        records.yaml). Then an upload whose outcome is unknown is settled by asking: ``describe(document_id)``
+        finds it (done) or raises :class:`~health_async.DocumentNotFound` (not stored: ``create`` it again with
+        the same id). The vendor's files promise only that the field is "the unique identifier for the
+        document"; this library assumes, beyond them, that an entry naming a document already declared declares
+        that document again (its files replace the earlier ones) rather than a second one, so the declaring POST
+        is then retried as any idempotent call. The fake server behaves so. A service that answers another id
+        than the chosen one raises :class:`~health_async.errors.ResponseValidationError` before any file is
+        stored. A storage form post is idempotent (same object, same bytes) and is
         retried per the client's :class:`RetryPolicy`. The storage host gets nothing of ours (no bearer token,
         ``client-id`` or ``X-Pt-Id``), and a redirect from it is never followed. Its URL and signed fields are
         credentials: they appear in no repr, error or log.
@@ -528,6 +593,7 @@ class Documents(Resource):
             tags=tags,
             date=date,
             cases=cases,
+            document_id=document_id,
             user_id=user_id,
             retry=retry,
             timeout=timeout,

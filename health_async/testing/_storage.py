@@ -25,6 +25,14 @@ arrived there, i.e. redirects wrongly followed), :meth:`FakeStorage.refuse_next`
 with ``error_details``), :attr:`FakeStorage.max_open_batches` (the most documents declared and not yet complete
 at one time).
 
+**A document id chosen by the caller.** A batch entry may name its ``document_id`` (``UpdateDocumentV3Request``
+in records.yaml: "Unique identifier for the document"; the files say no more). The fake takes it as the new
+document's id; an entry naming a document of the same user already declared or stored declares *that* document
+again (its new files replace the old ones when they arrive; counted in :attr:`FakeStorage.redeclared`), never a
+second one; an id of another user's document is refused (``DOCUMENT_ID_IN_USE``), a malformed one too
+(``INVALID_DOCUMENT_ID``). The library relies on exactly this to make an upload recognisable (see
+``resources/_presigned.py``); it is an assumption beyond the vendor's files.
+
 **Documents.** ``document_update`` (PATCH ``dt``, ``dd_e``, ``tg``, ``cases``, ``ndhm``, ``oid``; at least one of
 them, else 400) and ``document_delete`` answer 200 with an **empty body**, as the live service does; 404 ``No such
 document.`` for an unknown id. A DELETE without ``X-Pt-Id`` searches every user.
@@ -42,6 +50,7 @@ data does).
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 import uuid
 from typing import TYPE_CHECKING, Any, Final
@@ -73,6 +82,9 @@ ROUTES: Final[tuple[str, ...]] = (
 MiB: Final = 1024 * 1024
 LIMITS: Final = {"application/pdf": 25 * MiB, "image/png": 10 * MiB, "image/jpg": 10 * MiB}
 _PATCH_FIELDS: Final = ("dt", "ndhm", "oid", "dd_e", "tg", "cases")
+#: A caller-chosen ``document_id`` of a batch entry (``UpdateDocumentV3Request.document_id``: "Unique identifier
+#: for the document"; the files give no format: the fake takes 1 to 64 letters, digits, ``-`` and ``_``).
+_CHOSEN_ID: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @attrs.define
@@ -122,6 +134,8 @@ class FakeStorage(Domain):
         self.received: list[StorageRequest] = []
         #: Posts that arrived where a redirect pointed: a client that follows redirects shows up here.
         self.followed = 0
+        #: Batch entries that named a document already declared or stored (declared again, never a second one).
+        self.redeclared = 0
         #: The most documents declared and not yet complete at one time.
         self.max_open_batches = 0
         #: user OID -> case id -> the stored case (wire shape).
@@ -165,6 +179,7 @@ class FakeStorage(Domain):
 
     def reset(self) -> None:
         """Forget the controls and the received posts (stored documents and cases stay)."""
+        self.redeclared = 0
         self.received.clear()
         self._fail.clear()
         self._redirect.clear()
@@ -233,7 +248,18 @@ class FakeStorage(Domain):
         problem = _entry_problem(entry)
         if problem is not None:
             return {"error_details": {"code": problem[0], "message": problem[1]}}
-        document_id = str(uuid.uuid4())
+        chosen = entry.get("document_id")
+        if chosen is not None:
+            if not isinstance(chosen, str) or not _CHOSEN_ID.match(chosen):
+                return {"error_details": {"code": "INVALID_DOCUMENT_ID", "message": "document_id is not a valid id"}}
+            owners = [u for u, docs in self.server.data.documents.items() if chosen in docs]
+            held = self._pending.get(chosen)
+            if any(u != user for u in owners) or (held is not None and held.user != user):
+                return {"error_details": {"code": "DOCUMENT_ID_IN_USE", "message": "document_id belongs to another"}}
+            if owners or held is not None:
+                self.redeclared += 1  # the same document declared again: its files replace the earlier ones
+            self._forms = {t: f for t, f in self._forms.items() if f.document_id != chosen}
+        document_id = chosen if chosen is not None else str(uuid.uuid4())
         self._pending[document_id] = _Pending(user=user, entry=entry)
         self.max_open_batches = max(self.max_open_batches, len(self._pending))
         forms = []
@@ -368,7 +394,9 @@ class FakeStorage(Domain):
         data = self.server.data
         data.documents.setdefault(pending.user, {})[document_id] = _json.dumps(doc)
         now = self._tick()
-        data.list_items.setdefault(pending.user, []).append(
+        listed = data.list_items.setdefault(pending.user, [])
+        listed[:] = [item for item in listed if item.get("document_id") != document_id]  # declared again: one entry
+        listed.append(
             {
                 "document_id": document_id,
                 "upload_date": now,
