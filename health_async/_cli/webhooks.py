@@ -1,9 +1,14 @@
-"""``health-async webhooks serve``: a local webhook receiver for development.
+"""``health-async webhooks ...``: a local webhook receiver for development (``serve``), and the subscriptions that
+tell the service where to send its webhooks (``subscribe``, ``list``, ``unsubscribe``).
 
 ::
 
     health-async webhooks serve --secret S [--host 127.0.0.1] [--port 8080] [--path /webhooks]
                                 [--forward URL] [--show-data] [--record-links JOURNAL]
+    health-async webhooks subscribe URL --event EVENT [--event EVENT ...] [--allow-unknown-event]
+                                    [--show-secret] [--json]
+    health-async webhooks list [--json] [--show-secret]
+    health-async webhooks unsubscribe ID [--json]
 
 Serves ``POST PATH`` with the library's own handler, :func:`health_async.webhooks.aiohttp_handler`, so a webhook
 is checked exactly as an application using the library checks it (signature, timestamp, size, replays) and a
@@ -32,9 +37,37 @@ process list); it is never printed. Runs until Ctrl-C or SIGTERM, then stops lis
 finish (a few seconds at most) and exits 130 (Ctrl-C) or 143 (SIGTERM), as ``fake-server`` and ``ingest`` report
 an interruption. Exit 2: no secret, a bad option, or the address cannot be bound (one line on stderr).
 
-Needs no account, so ``webhooks`` is in :data:`NO_CLIENT`. :func:`serve` is the server itself, stopped by an
-:class:`asyncio.Event` and reporting its URL when listening (``--port 0`` picks a free port): tests run it
-in-process.
+``serve`` needs no account. :func:`serve` is the server itself, stopped by an :class:`asyncio.Event` and reporting
+its URL when listening (``--port 0`` picks a free port): tests run it in-process.
+
+**Subscriptions** (``client.webhook_subscriptions``; the rules are the library's, see
+:mod:`health_async.resources.webhook_subscriptions`):
+
+* ``subscribe URL --event EVENT ...`` (``--event`` repeatable, or comma-separated) registers URL for the events:
+  https, or plain http only to a loopback host; each event a documented name (``--allow-unknown-event`` lets a
+  newer one through). Prints ``webhook subscription ID created: URL (EVENTS)`` (``--json``: ``{"id", "url",
+  "events", "status"}``). The signing key is :data:`ENV_WEBHOOK_SECRET` when set (the secret ``serve`` verifies
+  with, so the two agree; 16 to 256 printable ASCII characters, else exit 2), else a new random one. It is a
+  secret: printed only with ``--show-secret`` (a ``signing key: ...`` line, or ``"signing_key"`` in the JSON);
+  otherwise stderr says where it is (the environment variable, or ``webhooks list --show-secret``: the service's
+  listing returns it).
+* ``list`` prints a table of id, url, events, signed (whether the service holds a signing key) and created_at
+  (``--json``: one object per subscription); ``--show-secret`` adds each signing key.
+* ``unsubscribe ID`` deletes one (``webhook subscription ID deleted``; ``--json``: ``{"id", "deleted": true}``).
+
+``subscribe`` and ``unsubscribe`` are sent once, never retried once they may have reached the service: when the
+outcome is unknown the command says so with a hint (check ``webhooks list`` first) and exits 1. Exit status: 0
+done; 1 the service refused or failed (an unknown id to ``unsubscribe`` included), or the outcome is unknown; 2
+bad usage: a rule of the library broken (nothing sent: one line on stderr), no credentials.
+
+How the subscription commands get their client (judgement call): ``cli.run`` decides per *command* whether to
+build a client (:data:`NO_CLIENT`), and ``webhooks`` must stay in it: ``serve`` is used without any account
+(against the fake service, before credentials exist) and must not fail for want of a token. Rather than teach
+``cli.run`` a per-subcommand rule that every domain module would then have to follow, the three account
+subcommands build their own client here (:func:`_make_client`), from the same connection flags (``--base-url``,
+``--token``, ... added to them only) and the same ``HEALTH_ASYNC_*`` environment, as ``ingest`` does with its
+``EnvClientFactory``; it is closed when the subcommand ends. The only cost is the few lines that map the flags to
+``HealthClient.from_env``, which mirror ``cli.make_client`` (this module cannot import ``cli``: ``cli`` imports it).
 
 How the raw body reaches the forward: the library's handler reads the body itself and gives its callback only the
 :class:`~health_async.webhooks.WebhookEvent`. The handler is given a view of the request (:class:`_Tee`) that
@@ -49,6 +82,7 @@ import asyncio
 import contextlib
 import contextvars
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -60,9 +94,12 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from .. import webhooks
+from .._client import HealthClient
 from .._config import _is_loopback
-from ..errors import HealthError, InvalidRequest
-from ._output import Command, emit
+from ..errors import HealthError, InvalidRequest, NotFoundError, OutcomeUnknown
+from ..models import WebhookSubscription
+from ..resources.webhook_subscriptions import DOCUMENTED_EVENTS, check_signing_key
+from ._output import Command, emit, error_json
 
 __all__ = ["ENV_WEBHOOK_SECRET", "FORWARD_TIMEOUT", "NO_CLIENT", "add_commands", "serve"]
 
@@ -296,7 +333,157 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
             loop.remove_signal_handler(signum)
 
 
-async def _webhooks(client: Any, args: argparse.Namespace) -> int:  # noqa: ARG001 - needs no client
+# ------------------------------------------------------------------------ subscriptions
+
+#: The connection flags the subscription subcommands take, as ``HealthClient.from_env`` keywords.
+_CONNECTION_FLAGS: Final = ("base_url", "token", "client_id", "user_id", "key_id", "timeout", "rate_limit")
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _make_client(args: argparse.Namespace) -> HealthClient:
+    """A client from the connection flags, falling back to the environment (as ``cli.make_client``)."""
+    overrides: dict[str, Any] = {}
+    for name in (*_CONNECTION_FLAGS, "max_connections"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    if getattr(args, "insecure_http", False):
+        overrides["allow_insecure_http"] = True
+    return HealthClient.from_env(**overrides)
+
+
+def _events(values: list[str]) -> list[str]:
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _cell(value: str | None) -> str:
+    """A table cell: ``-`` for nothing; control characters (the service's text, bound for a terminal) as ``?``."""
+    return _CONTROL.sub("?", value) if value else "-"
+
+
+async def _subscribe(client: HealthClient, args: argparse.Namespace) -> int:
+    env_key = os.environ.get(ENV_WEBHOOK_SECRET) or None
+    if env_key is not None:
+        try:
+            check_signing_key(env_key)
+        except InvalidRequest as exc:  # name where the key came from (never the key)
+            raise InvalidRequest(f"{ENV_WEBHOOK_SECRET}: {exc}") from None
+    try:
+        created = await client.webhook_subscriptions.create(
+            args.url,
+            _events(args.event),
+            signing_key=env_key,
+            allow_unknown_events=args.allow_unknown_event,
+        )
+    except OutcomeUnknown as exc:
+        hint = "the subscription may have been made: check with 'health-async webhooks list' before subscribing again"
+        if args.json:
+            emit({"url": args.url, "error": error_json(exc), "hint": hint})
+        else:
+            print(f"health-async: {type(exc).__name__}: {exc}; {hint}", file=sys.stderr)
+        return 1
+    if args.json:
+        line: dict[str, Any] = {
+            "id": created.id,
+            "url": created.url,
+            "events": list(created.events),
+            "status": created.status,
+        }
+        if args.show_secret:
+            line["signing_key"] = created.signing_key
+        emit(line)
+    else:
+        print(f"webhook subscription {_cell(created.id)} created: {created.url} ({', '.join(created.events)})")
+        if args.show_secret:
+            print(f"signing key: {created.signing_key}")
+        sys.stdout.flush()
+    if not args.show_secret:
+        where = (
+            f"it is {ENV_WEBHOOK_SECRET}"
+            if env_key is not None
+            else "a new one was generated; 'health-async webhooks list --show-secret' shows it (or subscribe with "
+            f"{ENV_WEBHOOK_SECRET} set to your receiver's secret)"
+        )
+        print(f"webhooks: the signing key is not shown: {where}", file=sys.stderr)
+    return 0
+
+
+def _subscription_json(item: WebhookSubscription, show_secret: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": item.id,
+        "url": item.url,
+        "events": list(item.events),
+        "protocol": item.protocol,
+        "client_id": item.client_id,
+        "created_at": _iso(item.created_at),
+        "updated_at": _iso(item.updated_at),
+        "signed": item.signed,
+    }
+    if show_secret:
+        out["signing_key"] = item.signing_key
+    return out
+
+
+async def _list(client: HealthClient, args: argparse.Namespace) -> int:
+    items = await client.webhook_subscriptions.list()
+    if args.json:
+        for item in items:
+            emit(_subscription_json(item, args.show_secret))
+        return 0
+    if not items:
+        print("no webhook subscriptions", file=sys.stderr)
+        return 0
+    header = ["id", "url", "events", "signed", "created_at"] + (["signing_key"] if args.show_secret else [])
+    rows = [header]
+    for item in items:
+        row = [
+            _cell(item.id),
+            _cell(item.url),
+            _cell(",".join(item.events)),
+            "yes" if item.signed else "no",
+            _cell(_iso(item.created_at)),
+        ]
+        rows.append(row + ([_cell(item.signing_key)] if args.show_secret else []))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    sys.stdout.flush()
+    return 0
+
+
+async def _unsubscribe(client: HealthClient, args: argparse.Namespace) -> int:
+    try:
+        await client.webhook_subscriptions.delete(args.id)
+    except (NotFoundError, OutcomeUnknown) as exc:
+        if isinstance(exc, NotFoundError):
+            hint = "no webhook subscription has that id: 'health-async webhooks list' shows them"
+        else:
+            hint = "the subscription may have been deleted: check with 'health-async webhooks list'"
+        if args.json:
+            emit({"id": args.id, "error": error_json(exc), "hint": hint})
+        else:
+            print(f"health-async: {type(exc).__name__}: {exc}; {hint}", file=sys.stderr)
+        return 1
+    if args.json:
+        emit({"id": args.id, "deleted": True})
+    else:
+        print(f"webhook subscription {_cell(args.id)} deleted")
+        sys.stdout.flush()
+    return 0
+
+
+_ACCOUNT_COMMANDS: Final[dict[str, Callable[[HealthClient, argparse.Namespace], Any]]] = {
+    "subscribe": _subscribe,
+    "list": _list,
+    "unsubscribe": _unsubscribe,
+}
+
+
+async def _webhooks(client: Any, args: argparse.Namespace) -> int:  # noqa: ARG001 - cli.run gives none
+    command = _ACCOUNT_COMMANDS.get(args.webhooks_command)
+    if command is not None:
+        async with _make_client(args) as own:
+            return int(await command(own, args))
     stop = asyncio.Event()
     with _stop_on_signals(stop) as received:
         code = await serve(args, stop=stop)
@@ -322,12 +509,14 @@ def _port(text: str) -> int:
     return port
 
 
-def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:  # noqa: ARG001 - no account
-    """Add ``webhooks`` (``serve``) to ``sub``; return ``{"webhooks": handler}``."""
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
+    """Add ``webhooks`` (``serve``, ``subscribe``, ``list``, ``unsubscribe``) to ``sub``; return ``{"webhooks":
+    handler}``. Only the subscription subcommands take the connection flags (``common``)."""
     parser = sub.add_parser(
         "webhooks",
-        help="receive signed webhooks locally (development)",
-        description="Webhook tools for development.",
+        help="receive signed webhooks locally; subscribe a URL to the service's webhooks",
+        description="Webhook tools: a local receiver for development (serve), and the service's webhook "
+        "subscriptions (subscribe, list, unsubscribe).",
     )
     wsub = parser.add_subparsers(dest="webhooks_command", required=True, metavar="SUBCOMMAND")
     p = wsub.add_parser(
@@ -349,4 +538,48 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         metavar="JOURNAL",
         help="record abha.link_care_context outcomes against an `ingest link` journal (ingest status shows them)",
     )
+
+    p = wsub.add_parser(
+        "subscribe",
+        parents=[common],
+        help="have the service POST webhooks of the given events to URL",
+        description="Register URL (https://; plain http:// only to a loopback host) for the events. Sent once: if "
+        "the outcome is unknown (exit 1), check 'webhooks list' first. Exits 2 for a value the library refuses "
+        "(nothing sent).",
+        epilog=f"The signing key is {ENV_WEBHOOK_SECRET} when set (what 'webhooks serve' verifies with), else a new "
+        "random one; it is printed only with --show-secret. Documented events: " + ", ".join(sorted(DOCUMENTED_EVENTS)),
+    )
+    p.add_argument("url", metavar="URL", help="where the service POSTs the webhooks")
+    p.add_argument(
+        "--event",
+        action="append",
+        required=True,
+        metavar="EVENT",
+        help="an event name, e.g. abha.link_care_context (repeatable, or comma-separated)",
+    )
+    p.add_argument(
+        "--allow-unknown-event", action="store_true", help="let through event names this version does not document"
+    )
+    p.add_argument("--show-secret", action="store_true", help="print the signing key (a secret)")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of a sentence")
+
+    p = wsub.add_parser(
+        "list",
+        parents=[common],
+        help="the service's webhook subscriptions (table, or JSON lines)",
+        description="List the webhook subscriptions: id, url, events, signed, created_at. Signing keys are secrets: "
+        "shown only with --show-secret.",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per subscription instead of a table")
+    p.add_argument("--show-secret", action="store_true", help="also show each signing key (secrets)")
+
+    p = wsub.add_parser(
+        "unsubscribe",
+        parents=[common],
+        help="delete one webhook subscription",
+        description="Delete the webhook subscription ID (see 'webhooks list'). Sent once: if the outcome is "
+        "unknown (exit 1), check 'webhooks list'. An unknown id exits 1.",
+    )
+    p.add_argument("id", metavar="ID", help="the subscription's id")
+    p.add_argument("--json", action="store_true", help="print a JSON object instead of a sentence")
     return {"webhooks": _webhooks}
