@@ -1,7 +1,7 @@
 """The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
 ``client.patients``, ``client.cases``, ``client.abdm``, ``client.webhook_subscriptions``."""
 
-from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
+from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
 from .abdm import Abdm
 from .abdm_consents import Consents
 from .abha import Abha
@@ -17,9 +17,11 @@ __all__ = [
     "Abha",
     "AbhaFlow",
     "AbhaLogin",
+    "AbhaSession",
     "Cases",
     "Consents",
     "Documents",
+    "KycUpgrade",
     "MobileRegistration",
     "Patients",
     "Profiles",

@@ -16,6 +16,8 @@ mobile registration       ``VERIFY_OTP`` (``mobile_verify``) -> ``CREATE_ADDRESS
 login                     ``VERIFY_OTP`` (``login_verify``) -> ``DONE`` (by ABHA address), ``SELECT_ACCOUNT``
                           (``login_phr``: mobile, ABHA number) or (``auto_login``: Aadhaar, ``abha_create`` with
                           profiles) -> ``DONE``
+KYC upgrade               ``VERIFY_OTP`` (``kyc_verify``; ``resend_otp``: ``kyc_resend``) -> ``DONE`` (its ``result``)
+user session              ``VERIFY_OTP`` (``session_verify``; no resend) -> ``DONE`` (its ``token``)
 ========================  ==========================================================================================
 
 Rules every flow keeps:
@@ -56,6 +58,7 @@ between processes and machines; a monotonic clock would mean nothing on another 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, Unpack, overload
@@ -84,6 +87,7 @@ from ..models._abha import (
     OtpSystem,
     SkipState,
 )
+from ..models._abha_kyc import AbhaSessionToken, KycMethod, KycResult, SessionStatus
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -97,12 +101,16 @@ __all__ = [
     "AadhaarRegistration",
     "AbhaFlow",
     "AbhaLogin",
+    "AbhaSession",
     "Clock",
+    "KycUpgrade",
     "MobileRegistration",
+    "kyc_upgrade",
     "login",
     "register_with_aadhaar",
     "register_with_mobile",
     "resume",
+    "user_session",
 ]
 
 #: Seconds between two OTP sends of a flow: ABDM's OTP resend interval (its own screens count down 60 s).
@@ -160,6 +168,13 @@ class AbhaFlow:
 
     #: The flow's kind, as stored in its state.
     kind: ClassVar[str] = ""
+    #: What each step expects, for the message of a call out of step.
+    _expected: ClassVar[Mapping[FlowStep, str]] = _EXPECTED
+    #: Why :meth:`resend_otp` is refused when the flow has no resend (:meth:`_can_resend` is False).
+    _no_resend: ClassVar[str] = (
+        "resend_otp: a login has no OTP resend (the service offers none); at VERIFY_OTP call verify_otp, "
+        "or start a new login after the resend interval"
+    )
 
     def __init__(
         self,
@@ -280,7 +295,7 @@ class AbhaFlow:
         self._expect("verify_otp", FlowStep.VERIFY_OTP)
         call = self._verify_call(otp, mobile)
         answer = await self._run(call)
-        return self._advance(answer, created=False)
+        return self._verified(answer)
 
     async def verify_mobile_otp(self, otp: str) -> FlowStep:
         """Check the OTP sent to the mobile number given to :meth:`verify_otp` (``VERIFY_MOBILE_OTP``, Aadhaar
@@ -304,10 +319,7 @@ class AbhaFlow:
         """
         self._expect("resend_otp", FlowStep.VERIFY_OTP, FlowStep.VERIFY_MOBILE_OTP)
         if not self._can_resend():
-            raise InvalidFlowStep(
-                "resend_otp: a login has no OTP resend (the service offers none); at VERIFY_OTP call verify_otp, "
-                "or start a new login after the resend interval"
-            )
+            raise InvalidFlowStep(self._no_resend)
         if self._resends >= self._max_resends:
             raise ResendTooSoon(
                 f"resend_otp: no more resends ({self._max_resends} already): ABDM locks the transaction after a few "
@@ -439,25 +451,30 @@ class AbhaFlow:
         old key until ``max_age`` has passed. The sealed form still lets whoever holds it continue the flow
         until it expires, like a session cookie: send it only over HTTPS, ``HttpOnly``, ``Secure``.
 
-        It holds: ``version`` (layout, 1), ``kind`` (``aadhaar_registration``, ``mobile_registration``,
-        ``login``), ``step`` (a :class:`~health_async.models.FlowStep` value), ``revision`` (incremented at every
-        change: compare-and-set it to refuse a stale concurrent update), ``txn_id`` (the service's transaction
-        id), ``hint`` (where the last OTP went, the mobile number masked by the service), ``otp_sent_at`` (clock
-        time of the last OTP send of the current step, epoch seconds), ``resends`` (resends of the current OTP),
-        ``resend_interval`` and ``max_resends`` (the flow's limits), ``send_outcome_unknown``,
-        ``pending_create`` (the ABHA address of a create whose outcome is unknown, or ``None``),
-        ``blocked_until``, ``accounts`` (the existing ABHA addresses offered, with holder name and KYC flag),
-        ``choose_via`` (``auto_login`` / ``login_phr``), ``login_method``, and ``headers`` / ``encrypt`` (the
-        per-flow options given when it started: OIDs and partner ids).
+        It holds: ``version`` (layout, 1), ``kind`` (``aadhaar_registration``, ``mobile_registration``, ``login``,
+        ``kyc``, ``session``), ``step`` (a :class:`~health_async.models.FlowStep` value), ``revision`` (incremented at
+        every change: compare-and-set it to refuse a stale concurrent update), ``txn_id`` (the service's transaction
+        id), ``hint`` (where the last OTP went, the mobile number masked by the service), ``otp_sent_at`` (clock time of
+        the last OTP send of the current step, epoch seconds), ``resends`` (resends of the current OTP),
+        ``resend_interval`` and ``max_resends`` (the flow's limits), ``send_outcome_unknown``, ``pending_create`` (the
+        ABHA address of a create whose outcome is unknown, or ``None``), ``blocked_until``, ``accounts`` (the existing
+        ABHA addresses offered, with holder name and KYC flag), ``choose_via`` (``auto_login`` / ``login_phr``),
+        ``login_method``, and ``headers`` / ``encrypt`` (the per-flow options given when it started: OIDs and partner
+        ids); a KYC adds ``kyc_method`` and ``user_token_given``.
 
-        It never holds an OTP, a token, the Aadhaar number or the unmasked mobile number. It is still
-        **sensitive**: the ``txn_id`` lets whoever holds it continue the person's registration or login, and the
-        accounts name the person. Keep the plain dict server-side (never in a cookie, URL or client-visible form
-        field), or seal it; tie it to the person's session, and drop it when the flow ends.
+        The dict never holds an OTP, a token, the Aadhaar number or the unmasked mobile number. Only the sealed form
+        adds ``secrets``: the user's token a KYC was started with, a session's token and refresh token (so that they
+        survive the trip, encrypted; a plain state given ``secrets`` is refused). It is still **sensitive**: the
+        ``txn_id`` lets whoever holds it continue the person's registration or login, and the accounts name the person.
+        Keep the plain dict server-side (never in a cookie, URL or client-visible form field), or seal it; tie it to the
+        person's session, and drop it when the flow ends.
         """
         state = self._state()
         if seal is None:
             return state
+        secrets = self._secrets()
+        if secrets:
+            state["secrets"] = secrets
         return _seal.seal(_json.dumps(state), seal, purpose=_SEAL_PURPOSE, now=self._clock(), max_age=max_age)
 
     def _state(self) -> dict[str, Any]:
@@ -482,13 +499,14 @@ class AbhaFlow:
             "login_method": None if self._login_method is None else self._login_method.value,
             "headers": dict(self._headers),
             "encrypt": self._encrypt,
+            **self._extra_state(),
         }
 
     # -------------------------------------------------------------------- machinery
 
     def _expect(self, operation: str, *steps: FlowStep) -> None:
         if self._step not in steps:
-            expected = _EXPECTED[self._step]
+            expected = self._expected[self._step]
             if self._step is FlowStep.CREATE_ADDRESS and self._accounts and self._choose_via is not None:
                 expected = "create (suggest_addresses helps), or choose one of the flow's accounts"
             raise InvalidFlowStep(
@@ -509,8 +527,28 @@ class AbhaFlow:
     def _can_resend(self) -> bool:
         return True
 
-    def _verify_call(self, otp: str, mobile: str | None) -> Callable[[], Awaitable[AbhaStep]]:
+    def _verify_call(self, otp: str, mobile: str | None) -> Callable[[], Awaitable[object]]:
         raise NotImplementedError
+
+    def _verified(self, answer: object) -> FlowStep:
+        """The step after a successful :meth:`verify_otp` answer (the registrations and login: its
+        ``skip_state``)."""
+        if not isinstance(answer, AbhaStep):  # pragma: no cover - their verify calls answer an AbhaStep
+            raise ResponseValidationError("verify_otp: the answer does not fit this flow")
+        return self._advance(answer, created=False)
+
+    def _extra_state(self) -> dict[str, Any]:
+        """What a flow kind adds to :meth:`to_state` (never a secret)."""
+        return {}
+
+    def _secrets(self) -> dict[str, str]:
+        """The flow's secrets (tokens), put in the state only when it is sealed."""
+        return {}
+
+    @classmethod
+    def _resume_options(cls, state: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:  # noqa: ARG003
+        """The constructor's keywords of a flow kind, read from its state (and the secrets of a sealed one)."""
+        return {}
 
     def _resend_call(self) -> Callable[[], Awaitable[OtpSent]]:
         raise NotImplementedError
@@ -689,8 +727,201 @@ class AbhaLogin(AbhaFlow):
         return lambda: self._abha.login_verify(txn_id, otp, **self._options())
 
 
+_MAX_TOKEN: Final = 8192
+_TOKEN_UNSAFE: Final = re.compile(r"[\x00-\x20\x7f]")
+
+
+def normalize_user_token(token: str, name: str = "user_token") -> str:
+    """A user's ABHA token as sent (``user_x_token``): a non-empty str of at most 8192 characters without
+    whitespace or control characters (surrounding whitespace stripped). :class:`InvalidRequest` names the rule,
+    never the token."""
+    if not isinstance(token, str):
+        raise InvalidRequest(f"{name} must be a str")
+    value = token.strip()
+    if not value:
+        raise InvalidRequest(f"{name} must not be empty")
+    if len(value) > _MAX_TOKEN or _TOKEN_UNSAFE.search(value):
+        raise InvalidRequest(f"{name} must be at most {_MAX_TOKEN} characters, no whitespace or control characters")
+    return value
+
+
+class KycUpgrade(AbhaFlow):
+    """The KYC upgrade of an ABHA address created with a mobile OTP: ``kyc/init`` sent the OTP (``VERIFY_OTP``)
+    -> ``verify_otp(otp)`` (``kyc/verify``; ``resend_otp()``: ``kyc/resend``) -> ``DONE``, :attr:`result`.
+
+    ``user_token`` (wire ``user_x_token``, the user's ABHA token) is kept in memory, and in the state only when it
+    is sealed (``to_state(seal=key)``). A flow resumed from a plain state that was started with one needs it
+    again: ``verify_otp(otp, user_token=...)`` (refused locally otherwise, nothing sent).
+    """
+
+    kind: ClassVar[str] = "kyc"
+    _expected: ClassVar[Mapping[FlowStep, str]] = {
+        **_EXPECTED,
+        FlowStep.DONE: "nothing more: the KYC is done (see its result)",
+    }
+
+    def __init__(
+        self,
+        abha: Abha,
+        *,
+        kyc_method: KycMethod | None = None,
+        user_token: str | None = None,
+        user_token_given: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """Not called directly: use ``client.abha.kyc`` (or :func:`resume`)."""
+        super().__init__(abha, **kwargs)
+        self._kyc_method = kyc_method
+        self._user_token = user_token
+        self._user_token_given = user_token_given or user_token is not None
+        self._result: KycResult | None = None
+
+    @property
+    def kyc_method(self) -> KycMethod | None:
+        """How the person proves their identity (ABHA number or Aadhaar)."""
+        return self._kyc_method
+
+    @property
+    def result(self) -> KycResult | None:
+        """The :class:`~health_async.models.KycResult` once ``DONE`` (its ``status`` is ``VERIFIED``), in this
+        process; ``None`` before (and in a flow resumed at ``DONE``: the state keeps the step, not the answer)."""
+        return self._result
+
+    async def verify_otp(self, otp: str, *, mobile: str | None = None, user_token: str | None = None) -> FlowStep:
+        """Check the KYC OTP (``VERIFY_OTP``, ``kyc/verify``); returns the new :attr:`next_step` (``DONE``).
+
+        ``user_token``: the user's ABHA token, when the flow was started with one and resumed from a plain state
+        (which never holds it). Raises as :meth:`AbhaFlow.verify_otp`; ``InvalidRequest`` (nothing sent) when the
+        flow needs the token and has none.
+        """
+        if user_token is not None:
+            self._user_token = normalize_user_token(user_token)
+            self._user_token_given = True
+        return await super().verify_otp(otp, mobile=mobile)
+
+    def _verify_call(self, otp: str, mobile: str | None) -> Callable[[], Awaitable[KycResult]]:
+        if mobile is not None:
+            raise InvalidRequest("mobile= is only for an Aadhaar registration")
+        if self._user_token_given and self._user_token is None:
+            raise InvalidRequest(
+                "verify_otp needs user_token=: the KYC was started with the user's token, and a plain to_state() "
+                "never keeps it (seal the state to keep it); nothing sent"
+            )
+        txn_id, token = self._txn_id, self._user_token
+        return lambda: self._abha.kyc_verify(txn_id, otp, user_token=token, **self._options())
+
+    def _verified(self, answer: object) -> FlowStep:
+        if not isinstance(answer, KycResult):  # pragma: no cover - kyc_verify answers a KycResult
+            raise ResponseValidationError("verify_otp: the answer does not fit a KYC")
+        self._result = answer
+        self._set_step(FlowStep.DONE)
+        return FlowStep.DONE
+
+    def _resend_call(self) -> Callable[[], Awaitable[OtpSent]]:
+        txn_id = self._txn_id
+        return lambda: self._abha.kyc_resend(txn_id, **self._options())
+
+    def _extra_state(self) -> dict[str, Any]:
+        method = None if self._kyc_method is None else self._kyc_method.value
+        return {"kyc_method": method, "user_token_given": self._user_token_given}
+
+    def _secrets(self) -> dict[str, str]:
+        return {} if self._user_token is None else {"user_token": self._user_token}
+
+    @classmethod
+    def _resume_options(cls, state: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
+        method = _field(state, "kyc_method", str, optional=True)
+        try:
+            kyc_method = None if method is None else KycMethod(method)
+        except ValueError:
+            raise InvalidRequest("state.kyc_method must be a KycMethod value or null") from None
+        token = secrets.get("user_token")
+        return {
+            "kyc_method": kyc_method,
+            "user_token": None if token is None else normalize_user_token(token, "state.secrets.user_token"),
+            "user_token_given": bool(_field(state, "user_token_given", bool, optional=True)),
+        }
+
+
+class AbhaSession(AbhaFlow):
+    """A user session with the ABHA Gateway: ``session/init`` sent a mobile OTP (``VERIFY_OTP``) ->
+    ``verify_otp(otp)`` (``session/verify``) -> ``DONE``, :attr:`token`. :meth:`status` reads the user's session
+    at any step. The service has no resend: start a new session instead.
+
+    How the token is kept: in memory on this object only (never in its ``repr``, a log line or an error); in the
+    state only when it is sealed (``to_state(seal=key)``: encrypted and authenticated with the key, expiring with
+    it); a plain ``to_state()`` never holds it, so a flow resumed from one has no :attr:`token`.
+    """
+
+    kind: ClassVar[str] = "session"
+    _expected: ClassVar[Mapping[FlowStep, str]] = {
+        **_EXPECTED,
+        FlowStep.DONE: "nothing more: the session is open (see its token)",
+    }
+    _no_resend: ClassVar[str] = (
+        "resend_otp: a user session has no OTP resend (the service offers none); at VERIFY_OTP call verify_otp, "
+        "or start a new session after the resend interval"
+    )
+
+    def __init__(self, abha: Abha, *, token: AbhaSessionToken | None = None, **kwargs: Any) -> None:
+        """Not called directly: use ``client.abha.session`` (or :func:`resume`)."""
+        super().__init__(abha, **kwargs)
+        self._token = token
+
+    @property
+    def token(self) -> AbhaSessionToken | None:
+        """The session's :class:`~health_async.models.AbhaSessionToken` once ``DONE`` (the user's secret); ``None``
+        before, and in a flow resumed from a plain state."""
+        return self._token
+
+    async def status(self) -> SessionStatus:
+        """``GET /abdm/v1/session/status`` for the flow's user (``X-Pt-Id``: the flow's ``user_id``, else the
+        client's): whether the user's session is live, and the KYC flag. Allowed at any step; it changes nothing
+        in the flow (a read, retried as ``client.abha.session_status`` is). Raises as that method."""
+        headers = {k: v for k, v in self._options().items() if k != "encrypt"}
+        return await self._abha.session_status(**headers)
+
+    def _can_resend(self) -> bool:
+        return False
+
+    def _verify_call(self, otp: str, mobile: str | None) -> Callable[[], Awaitable[AbhaSessionToken]]:
+        if mobile is not None:
+            raise InvalidRequest("mobile= is only for an Aadhaar registration")
+        txn_id = self._txn_id
+        return lambda: self._abha.session_verify(txn_id, otp, **self._options())
+
+    def _verified(self, answer: object) -> FlowStep:
+        if not isinstance(answer, AbhaSessionToken):  # pragma: no cover - session_verify answers a token
+            raise ResponseValidationError("verify_otp: the answer does not fit a session")
+        self._token = answer
+        self._set_step(FlowStep.DONE)
+        return FlowStep.DONE
+
+    def _secrets(self) -> dict[str, str]:
+        token = self._token
+        if token is None:
+            return {}
+        secrets = {"token": token.token}
+        if token.refresh_token is not None:
+            secrets["refresh_token"] = token.refresh_token
+        return secrets
+
+    @classmethod
+    def _resume_options(cls, state: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:  # noqa: ARG003
+        token = secrets.get("token")
+        if token is None:
+            return {}
+        refresh = secrets.get("refresh_token")
+        return {
+            "token": AbhaSessionToken(
+                token=normalize_user_token(token, "state.secrets.token"),
+                refresh_token=None if refresh is None else normalize_user_token(refresh, "state.secrets.refresh_token"),
+            )
+        }
+
+
 _KINDS: Final[dict[str, type[AbhaFlow]]] = {
-    cls.kind: cls for cls in (AadhaarRegistration, MobileRegistration, AbhaLogin)
+    cls.kind: cls for cls in (AadhaarRegistration, MobileRegistration, AbhaLogin, KycUpgrade, AbhaSession)
 }
 
 
@@ -793,6 +1024,63 @@ async def login(
     )
 
 
+async def kyc_upgrade(
+    abha: Abha,
+    method: KycMethod | str,
+    identifier: str,
+    *,
+    user_token: str | None = None,
+    validate: bool = True,
+    resend_interval: float | None = None,
+    max_resends: int | None = None,
+    clock: Clock | None = None,
+    **options: Unpack[AbhaHeaders],
+) -> KycUpgrade:
+    """Start a KYC upgrade: send the OTP (``kyc_init``, once); the flow is at ``VERIFY_OTP``."""
+    interval, count = _check_limits(resend_interval, max_resends)
+    headers, encrypt = _flow_options(options), options.get("encrypt")
+    token = None if user_token is None else normalize_user_token(user_token)
+    sent = await abha.kyc_init(method, identifier, user_token=token, validate=validate, encrypt=encrypt, **headers)
+    now = (clock or time.time)()
+    return KycUpgrade(
+        abha,
+        kyc_method=KycMethod(method),
+        user_token=token,
+        txn_id=sent.txn_id,
+        step=FlowStep.VERIFY_OTP,
+        clock=clock,
+        resend_interval=interval,
+        max_resends=count,
+        hint=sent.hint,
+        sent_at=now,
+        headers=headers,
+        encrypt=encrypt,
+    )
+
+
+async def user_session(
+    abha: Abha,
+    abha_address: str,
+    *,
+    clock: Clock | None = None,
+    **options: Unpack[AbhaHeaders],
+) -> AbhaSession:
+    """Start a user session: send the mobile OTP (``session_init``, once); the flow is at ``VERIFY_OTP``."""
+    headers, encrypt = _flow_options(options), options.get("encrypt")
+    sent = await abha.session_init(abha_address, encrypt=encrypt, **headers)
+    now = (clock or time.time)()
+    return AbhaSession(
+        abha,
+        txn_id=sent.txn_id,
+        step=FlowStep.VERIFY_OTP,
+        clock=clock,
+        hint=sent.hint,
+        sent_at=now,
+        headers=headers,
+        encrypt=encrypt,
+    )
+
+
 # ------------------------------------------------------------------------------------------------ resuming
 
 
@@ -832,6 +1120,18 @@ def _accounts(value: Any) -> tuple[AbhaProfileSummary, ...]:
     return tuple(out)
 
 
+def _secrets_of(state: Mapping[str, Any], *, sealed: bool) -> dict[str, str]:
+    """The tokens of a sealed state (a plain state never holds any: one that does is refused)."""
+    value = state.get("secrets")
+    if value is None:
+        return {}
+    if not sealed:
+        raise InvalidRequest("state.secrets is only ever in a sealed state (to_state(seal=key)), never a plain one")
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidRequest("state.secrets must map names to str")
+    return dict(value)
+
+
 def resume(
     abha: Abha, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Clock | None = None
 ) -> AbhaFlow:
@@ -839,6 +1139,7 @@ def resume(
     ``str``. Raises :class:`~health_async.errors.InvalidRequest` naming the field when the state is not one (never
     its value); :class:`~health_async.errors.FlowStateInvalid` / :class:`~health_async.errors.FlowStateExpired`
     for a sealed one that does not open or has expired."""
+    sealed = seal is not None
     if seal is not None:
         if not isinstance(state, str):
             raise InvalidRequest("with seal=, state must be the str of to_state(seal=key)")
@@ -901,4 +1202,5 @@ def resume(
         headers=headers,
         encrypt=_field(state, "encrypt", bool, optional=True),
         revision=revision,
+        **cls._resume_options(state, _secrets_of(state, sealed=sealed)),
     )
