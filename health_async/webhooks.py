@@ -46,7 +46,7 @@ import hmac
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
 import attrs
@@ -55,9 +55,9 @@ from aiohttp import web
 from . import _json
 from ._logging import logger
 from ._wire import WireEnum, structure
-from .errors import HealthError, InvalidRequest, WebhookSignatureError
+from .errors import HealthError, InvalidRequest, OutcomeUnknown, WebhookSignatureError
 from .models._abdm import HealthDataRequest, LinkResult
-from .models._abdm_events import EVENT_PAYLOADS, AbdmPayload
+from .models._abdm_events import EVENT_PAYLOADS, AbdmPayload, ProfileShare
 
 if TYPE_CHECKING:
     from ._client import HealthClient
@@ -75,6 +75,7 @@ __all__ = [
     "EventKind",
     "InMemorySeenStore",
     "ParsingStatus",
+    "ProfileShareCallback",
     "SeenStore",
     "WebhookEvent",
     "WebhookSecret",
@@ -648,15 +649,18 @@ def aiohttp_handler(
 #: What ``on_data_fetch`` returns: the FHIR bundle of each care context asked for (a dict, or its JSON).
 Bundles: TypeAlias = Mapping[str, "dict[str, Any] | bytes | str"]
 DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]
-#: Data requests (transaction ids) an ABDM handler remembers, to ignore a redelivery.
+#: What ``on_profile_share`` is: the token number of a Scan & Share (``None``: give none, answer nothing), e.g. a
+#: :class:`~health_async.resources._scan_share.TokenCounter`.
+ProfileShareCallback: TypeAlias = Callable[[ProfileShare], Awaitable["str | int | None"]]
+#: Data requests (transaction ids) an ABDM handler remembers, to ignore a redelivery (and as many profile shares).
 DEFAULT_MAX_REQUESTS: Final = 10_000
 
 
 class _AbdmReceiver:
     """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event``, the
-    data requests answered in the background (a redelivery ignored), and :attr:`pending`, :meth:`join` and
-    :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming` and the
-    :class:`_Answer` into its framework's response."""
+    data requests and profile shares answered in the background (a redelivery ignored), and :attr:`pending`,
+    :meth:`join` and :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming`
+    and the :class:`_Answer` into its framework's response."""
 
     def __init__(
         self,
@@ -664,14 +668,16 @@ class _AbdmReceiver:
         client: HealthClient,
         on_event: WebhookCallback | None,
         on_data_fetch: DataFetchCallback | None,
+        on_profile_share: ProfileShareCallback | None,
         tolerance: float,
         max_body_size: int,
         store: SeenStore,
     ) -> None:
         self._keys, self._client, self._store = keys, client, store
-        self._on_event, self._on_data_fetch = on_event, on_data_fetch
+        self._on_event, self._on_data_fetch, self._on_profile_share = on_event, on_data_fetch, on_profile_share
         self._tolerance, self._max_body_size = tolerance, max_body_size
         self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
+        self._shares: dict[str, None] = {}  # request ids of profile shares taken, oldest first
         self._tasks: set[asyncio.Task[None]] = set()
 
     def __repr__(self) -> str:
@@ -679,7 +685,7 @@ class _AbdmReceiver:
 
     @property
     def pending(self) -> int:
-        """Data requests being answered in the background."""
+        """Data requests and profile shares being answered in the background."""
         return len(self._tasks)
 
     async def _respond(self, incoming: _Incoming) -> _Answer:
@@ -692,6 +698,8 @@ class _AbdmReceiver:
         async def run() -> str:
             if self._on_event is not None:
                 await self._on_event(event)
+            if event.kind is EventKind.HIP_PROFILE_SHARE:
+                return self._take_share(event)
             return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
         return await _run(self._store, key, event, run)
@@ -711,10 +719,50 @@ class _AbdmReceiver:
         self._requests[request.transaction_id] = None
         while len(self._requests) > DEFAULT_MAX_REQUESTS:
             del self._requests[next(iter(self._requests))]
-        task = asyncio.get_running_loop().create_task(self._answer(request))
+        self._spawn(self._answer(request))
+        return "accepted"
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _take_share(self, event: WebhookEvent) -> str:
+        """Start answering a profile share (Scan & Share) in the background; the service gets its 200 at once."""
+        if self._on_profile_share is None:
+            return "ok"
+        try:
+            share = event.payload()
+        except HealthError:
+            share = None
+        if not isinstance(share, ProfileShare) or not share.request_id:
+            logger.error("ABDM profile share refused: it carries no request id")
+            return "profile share not understood"
+        if share.request_id in self._shares:
+            logger.warning("ABDM profile share redelivered: already being answered, ignored")
+            return "duplicate profile share ignored"
+        self._shares[share.request_id] = None
+        while len(self._shares) > DEFAULT_MAX_REQUESTS:
+            del self._shares[next(iter(self._shares))]
+        self._spawn(self._answer_share(event, share, share.request_id))
         return "accepted"
+
+    async def _answer_share(self, event: WebhookEvent, share: ProfileShare, request_id: str) -> None:
+        assert self._on_profile_share is not None
+        try:
+            token = await self._on_profile_share(share)
+            if token is None:
+                logger.info("ABDM profile share not answered: on_profile_share gave no token")
+                return
+            await self._client.abha.answer_profile_share(event, token_number=token)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, OutcomeUnknown):  # nothing reached the service: a redelivery may try again
+                self._shares.pop(request_id, None)
+            logger.error("ABDM profile share not answered: %s", type(exc).__name__)
+            return
+        logger.info("ABDM profile share answered with a token")
 
     async def _answer(self, request: HealthDataRequest) -> None:
         assert self._on_data_fetch is not None
@@ -776,16 +824,30 @@ def _abdm_receiver_args(
     client: HealthClient,
     on_event: WebhookCallback | None,
     on_data_fetch: DataFetchCallback | None,
+    on_profile_share: ProfileShareCallback | None,
     tolerance: float,
     max_body_size: int,
     seen_store: SeenStore | None,
-) -> tuple[tuple[bytes, ...], HealthClient, WebhookCallback | None, DataFetchCallback | None, float, int, SeenStore]:
+) -> tuple[
+    tuple[bytes, ...],
+    HealthClient,
+    WebhookCallback | None,
+    DataFetchCallback | None,
+    ProfileShareCallback | None,
+    float,
+    int,
+    SeenStore,
+]:
     """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
     keys = _secrets(secret)
     _check_tolerance(tolerance)
     if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
         raise InvalidRequest("max_body_size must be a positive number of bytes")
-    for name, callback in (("on_event", on_event), ("on_data_fetch", on_data_fetch)):
+    for name, callback in (
+        ("on_event", on_event),
+        ("on_data_fetch", on_data_fetch),
+        ("on_profile_share", on_profile_share),
+    ):
         if callback is not None and not callable(callback):
             raise InvalidRequest(f"{name} must be an async function")
     if client is None or not hasattr(client, "abdm"):
@@ -793,7 +855,7 @@ def _abdm_receiver_args(
     store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
     if not isinstance(store, SeenStore):
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
-    return keys, client, on_event, on_data_fetch, tolerance, max_body_size, store
+    return keys, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, store
 
 
 def abdm_handler(
@@ -802,6 +864,7 @@ def abdm_handler(
     client: HealthClient,
     on_event: WebhookCallback | None = None,
     on_data_fetch: DataFetchCallback | None = None,
+    on_profile_share: ProfileShareCallback | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     seen_store: SeenStore | None = None,
@@ -817,13 +880,25 @@ def abdm_handler(
       replay) is ignored while the first is answered or once it was; it is forgotten, so a redelivery runs
       again, only when nothing was pushed (``on_data_fetch`` failed, or the push was refused before sending).
       Outcomes are logged (counts and error types only: no health data, no ABHA address).
+    * an ``abha.hip_profile_share`` event (Scan & Share: a patient scanned your counter's QR code) is answered 200
+      at once, and in the background ``await on_profile_share(share)`` (the event's
+      :class:`~health_async.models.ProfileShare`) gives the token number, which
+      ``client.abha.answer_profile_share`` sends (``None``: no token, nothing sent). A redelivered share (the
+      same request id) is ignored while the first is answered or once it was; it is forgotten, so a redelivery
+      runs again, only when nothing reached the service (the callback failed, or the answer was refused or
+      failed before or without reaching it; an answer of unknown outcome is not sent twice). A share without a
+      request id cannot be answered (logged, 200). Outcomes are logged without the share's personal data or the
+      token. :class:`~health_async.resources._scan_share.TokenCounter` is a ready callback (one token per person
+      per counter per day).
 
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
     (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``. For FastAPI, Starlette or
     another ASGI framework, :func:`abdm_asgi` is the same receiver as an ASGI application.
     """
     return AbdmHandler(
-        *_abdm_receiver_args(secret, client, on_event, on_data_fetch, tolerance, max_body_size, seen_store)
+        *_abdm_receiver_args(
+            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store
+        )
     )
 
 
@@ -939,6 +1014,7 @@ def abdm_asgi(
     client: HealthClient,
     on_event: WebhookCallback | None = None,
     on_data_fetch: DataFetchCallback | None = None,
+    on_profile_share: ProfileShareCallback | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     seen_store: SeenStore | None = None,
@@ -981,7 +1057,9 @@ def abdm_asgi(
     :meth:`~AbdmAsgiApp.aclose`.
     """
     return AbdmAsgiApp(
-        *_abdm_receiver_args(secret, client, on_event, on_data_fetch, tolerance, max_body_size, seen_store)
+        *_abdm_receiver_args(
+            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store
+        )
     )
 
 
