@@ -99,7 +99,13 @@ async def cmd_describe_many(client: HealthClient, args: argparse.Namespace) -> i
             ids(), concurrency=args.concurrency, ordered=args.ordered, progress=progress
         )
 
-    return await _emit_results("describe", args.quiet, results, tally=tally)
+    # closed here whatever ends the run (a reader gone away included): the lazy reader's own ``finally`` may only
+    # run at interpreter shutdown, after the file's finaliser has warned "unclosed file"
+    try:
+        return await _emit_results("describe", args.quiet, results, tally=tally)
+    finally:
+        if args.ids != "-":
+            source.close()
 
 
 async def cmd_list(client: HealthClient, args: argparse.Namespace) -> int:
