@@ -50,9 +50,15 @@ import email.utils
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models._scan_share import ShareStatus
 
 __all__ = [
+    "ScanShareFailed",
+    "ScanShareTimeout",
+    "ShareOutcomeUnknown",
     "AbhaBlocked",
     "AccountLikelyCreated",
     "AbhaError",
@@ -431,6 +437,47 @@ class ResendTooSoon(InvalidRequest):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ScanShareTimeout(HealthError, TimeoutError):
+    """The facility gave no answer to a Scan & Share before the deadline (also a ``TimeoutError``). The share was
+    made: its token may still come; ask ``client.abha.share_status`` with :attr:`request_id`.
+
+    Attributes:
+        request_id: the share's request id.
+        last_status: the :class:`~health_async.models.ShareStatus` last seen (``None`` when no poll answered).
+    """
+
+    def __init__(self, message: str, *, request_id: str, last_status: ShareStatus | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.last_status = last_status
+
+
+class ScanShareFailed(HealthError):
+    """The share's status is ``failed``: it did not reach the facility, or the facility refused it.
+
+    Attributes:
+        request_id: the share's request id.
+    """
+
+    def __init__(self, message: str, *, request_id: str) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class ShareOutcomeUnknown(OutcomeUnknown):
+    """The share may have reached the service (a timeout or reset after sending, a 5XX without the service's
+    word); it was not repeated. Ask ``client.abha.share_status`` with :attr:`request_id` before sharing
+    again. The original failure is ``__cause__``.
+
+    Attributes:
+        request_id: the request id the share was sent with.
+    """
+
+    def __init__(self, message: str, *, request_id: str, operation: str = "") -> None:
+        super().__init__(message, operation=operation)
+        self.request_id = request_id
 
 
 # --------------------------------------------------------------------------------------------------------------
