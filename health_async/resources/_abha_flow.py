@@ -61,15 +61,13 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Unpack, overload
 
-from .. import _json, _seal
 from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_txn_id
 from .._logging import logger
 from ..errors import (
     AbhaRateLimited,
     AccountLikelyCreated,
-    FlowStateInvalid,
     InvalidFlowStep,
     InvalidRequest,
     OutcomeUnknown,
@@ -88,6 +86,10 @@ from ..models._abha import (
     SkipState,
 )
 from ..models._abha_kyc import AbhaSessionToken, KycMethod, KycResult, SessionStatus
+from ._flow import DEFAULT_STATE_MAX_AGE, Clock, GuidedFlow, open_state
+from ._flow import field as _field
+from ._flow import secrets_of as _secrets_of
+from ._flow import time_field as _time
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -119,14 +121,8 @@ DEFAULT_RESEND_INTERVAL: Final = 60.0
 DEFAULT_MAX_RESENDS: Final = 2
 #: Version of the :meth:`AbhaFlow.to_state` layout.
 STATE_VERSION: Final = 1
-#: Seconds a sealed state opens (``to_state(seal=key)``): about the life of an ABDM transaction.
-DEFAULT_STATE_MAX_AGE: Final = 1800.0
 #: What a sealed flow state is for: a blob sealed for anything else never opens as one.
 _SEAL_PURPOSE: Final = b"health_async.abha_flow_state"
-
-#: A clock: seconds since the epoch (wall-clock, so that a state makes sense on another worker).
-Clock = Callable[[], float]
-_T = TypeVar("_T")
 
 _HEADER_OPTIONS: Final = ("user_id", "partner_user_id", "partner_hip_id")
 _CHOOSE_VIA: Final = frozenset({"auto_login", "login_phr"})
@@ -157,19 +153,19 @@ def _check_limits(resend_interval: float | None, max_resends: int | None) -> tup
     return float(interval), count
 
 
-class AbhaFlow:
+class AbhaFlow(GuidedFlow[FlowStep]):
     """A guided ABHA flow (base of :class:`AadhaarRegistration`, :class:`MobileRegistration`, :class:`AbhaLogin`).
 
     Start one with ``client.abha.register_with_aadhaar``, ``register_with_mobile`` or ``login``; continue one
     elsewhere with ``client.abha.resume(state)``. Every method first checks :attr:`next_step` (and raises
     :class:`~health_async.errors.InvalidFlowStep`, nothing sent, when the call does not fit). ``repr`` shows the
-    step only.
+    step only. The machinery shared with the other guided flows is :class:`~health_async.resources._flow.GuidedFlow`.
     """
 
-    #: The flow's kind, as stored in its state.
-    kind: ClassVar[str] = ""
     #: What each step expects, for the message of a call out of step.
     _expected: ClassVar[Mapping[FlowStep, str]] = _EXPECTED
+    _seal_purpose: ClassVar[bytes] = _SEAL_PURPOSE
+    _log_name: ClassVar[str] = "abha flow"
     #: Why :meth:`resend_otp` is refused when the flow has no resend (:meth:`_can_resend` is False).
     _no_resend: ClassVar[str] = (
         "resend_otp: a login has no OTP resend (the service offers none); at VERIFY_OTP call verify_otp, "
@@ -199,11 +195,10 @@ class AbhaFlow:
         revision: int = 0,
     ) -> None:
         """Not called directly: use the ``client.abha`` methods (or :func:`resume`)."""
+        super().__init__(step=step, clock=clock or time.time, blocked_until=blocked_until, revision=revision)
         self._abha = abha
-        self._clock: Clock = clock or time.time
         self._resend_interval, self._max_resends = _check_limits(resend_interval, max_resends)
         self._txn_id = txn_id
-        self._step = step
         self._hint = hint
         self._sent_at = sent_at
         self._resends = resends
@@ -212,22 +207,11 @@ class AbhaFlow:
         self._login_method = login_method
         self._pending_create = pending_create
         self._send_outcome_unknown = send_outcome_unknown
-        self._blocked_until = blocked_until
         self._headers: dict[str, str | None] = dict(headers or {})
         self._encrypt = encrypt
-        self._revision = revision
         self._account: AbhaAccount | None = None
-        self._busy = False
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(next_step={self._step.name})"
 
     # -------------------------------------------------------------------- what the caller reads
-
-    @property
-    def next_step(self) -> FlowStep:
-        """What the flow expects next."""
-        return self._step
 
     @property
     def hint(self) -> str | None:
@@ -245,11 +229,6 @@ class AbhaFlow:
         """The :class:`~health_async.models.AbhaAccount` once ``DONE`` (in this process: a resumed flow and the
         state never hold the tokens)."""
         return self._account
-
-    @property
-    def blocked_until(self) -> float | None:
-        """When ``BLOCKED``: the clock time (epoch seconds) after which a new flow may be started."""
-        return self._blocked_until
 
     @property
     def send_outcome_unknown(self) -> bool:
@@ -469,13 +448,11 @@ class AbhaFlow:
         Keep the plain dict server-side (never in a cookie, URL or client-visible form field), or seal it; tie it to the
         person's session, and drop it when the flow ends.
         """
-        state = self._state()
-        if seal is None:
-            return state
+        return super().to_state() if seal is None else super().to_state(seal=seal, max_age=max_age)
+
+    def _sealed_only(self) -> dict[str, Any]:
         secrets = self._secrets()
-        if secrets:
-            state["secrets"] = secrets
-        return _seal.seal(_json.dumps(state), seal, purpose=_SEAL_PURPOSE, now=self._clock(), max_age=max_age)
+        return {"secrets": secrets} if secrets else {}
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -504,20 +481,13 @@ class AbhaFlow:
 
     # -------------------------------------------------------------------- machinery
 
-    def _expect(self, operation: str, *steps: FlowStep) -> None:
-        if self._step not in steps:
-            expected = self._expected[self._step]
-            if self._step is FlowStep.CREATE_ADDRESS and self._accounts and self._choose_via is not None:
-                expected = "create (suggest_addresses helps), or choose one of the flow's accounts"
-            raise InvalidFlowStep(
-                f"{operation} does not fit this flow now: it is at {self._step.name} and expects {expected}; "
-                "nothing sent"
-            )
-        self._busy_check(operation)
+    def _blocked_step(self) -> FlowStep:
+        return FlowStep.BLOCKED
 
-    def _busy_check(self, operation: str) -> None:
-        if self._busy:
-            raise InvalidFlowStep(f"{operation}: another call of this flow is still in flight; nothing sent")
+    def _expected_now(self) -> str:
+        if self._step is FlowStep.CREATE_ADDRESS and self._accounts and self._choose_via is not None:
+            return "create (suggest_addresses helps), or choose one of the flow's accounts"
+        return self._expected[self._step]
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = dict(self._headers)
@@ -564,28 +534,6 @@ class AbhaFlow:
     def _check_profile(self, profile: NewAbhaProfile | None) -> None:
         if profile is not None:
             raise InvalidRequest("profile is only for a mobile registration (Aadhaar KYC supplies the details)")
-
-    async def _run(self, call: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one request of the flow: one at a time; a rate limit or block ends the flow (``BLOCKED``)."""
-        self._busy_check("call")
-        self._busy = True
-        try:
-            return await call()
-        except AbhaRateLimited as exc:
-            self._block(exc)
-            raise
-        finally:
-            self._busy = False
-
-    def _set_step(self, step: FlowStep) -> None:
-        if step is not self._step:
-            logger.debug("abha flow %s: %s -> %s", self.kind, self._step.name, step.name)
-        self._step = step
-        self._revision += 1
-
-    def _block(self, exc: AbhaRateLimited) -> None:
-        self._blocked_until = self._clock() + exc.try_again_after
-        self._set_step(FlowStep.BLOCKED)
 
     def _note_send(self, *, hint: str | None, unknown: bool) -> None:
         self._sent_at = self._clock()
@@ -1084,24 +1032,6 @@ async def user_session(
 # ------------------------------------------------------------------------------------------------ resuming
 
 
-def _field(state: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
-    value = state.get(name)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise InvalidRequest(f"state.{name} has the wrong type")
-    if not isinstance(value, kind):
-        raise InvalidRequest(f"state.{name} is missing or has the wrong type")
-    return value
-
-
-def _time(state: Mapping[str, Any], name: str) -> float | None:
-    value = _field(state, name, (int, float), optional=True)
-    if value is not None and not math.isfinite(value):
-        raise InvalidRequest(f"state.{name} must be a finite number")
-    return None if value is None else float(value)
-
-
 def _accounts(value: Any) -> tuple[AbhaProfileSummary, ...]:
     if value is None:
         return ()
@@ -1120,18 +1050,6 @@ def _accounts(value: Any) -> tuple[AbhaProfileSummary, ...]:
     return tuple(out)
 
 
-def _secrets_of(state: Mapping[str, Any], *, sealed: bool) -> dict[str, str]:
-    """The tokens of a sealed state (a plain state never holds any: one that does is refused)."""
-    value = state.get("secrets")
-    if value is None:
-        return {}
-    if not sealed:
-        raise InvalidRequest("state.secrets is only ever in a sealed state (to_state(seal=key)), never a plain one")
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise InvalidRequest("state.secrets must map names to str")
-    return dict(value)
-
-
 def resume(
     abha: Abha, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Clock | None = None
 ) -> AbhaFlow:
@@ -1139,21 +1057,8 @@ def resume(
     ``str``. Raises :class:`~health_async.errors.InvalidRequest` naming the field when the state is not one (never
     its value); :class:`~health_async.errors.FlowStateInvalid` / :class:`~health_async.errors.FlowStateExpired`
     for a sealed one that does not open or has expired."""
-    sealed = seal is not None
-    if seal is not None:
-        if not isinstance(state, str):
-            raise InvalidRequest("with seal=, state must be the str of to_state(seal=key)")
-        plain = _seal.open_sealed(state, seal, purpose=_SEAL_PURPOSE, now=(clock or time.time)())
-        try:
-            state = _json.loads(plain)
-        except ValueError:  # pragma: no cover - authenticated: only this library's own JSON opens
-            raise FlowStateInvalid("the sealed state does not hold a flow state") from None
-    elif isinstance(state, str):
-        raise InvalidRequest("a sealed state (a str) needs seal=key, the key it was sealed with")
-    if not isinstance(state, Mapping):
-        raise InvalidRequest("state must be the dict of a flow's to_state()")
-    if state.get("version") != STATE_VERSION:
-        raise InvalidRequest(f"state.version must be {STATE_VERSION} (a state of another library version?)")
+    now = (clock or time.time)() if seal is not None else 0.0
+    state, sealed = open_state(state, seal, purpose=_SEAL_PURPOSE, now=now, version=STATE_VERSION)
     kind = state.get("kind")
     cls = _KINDS.get(kind) if isinstance(kind, str) else None
     if cls is None:
