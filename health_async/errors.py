@@ -71,6 +71,8 @@ __all__ = [
     "FileTooLarge",
     "FlowStateExpired",
     "FlowStateInvalid",
+    "HealthDataChecksumMismatch",
+    "HealthDataUnreadable",
     "HealthError",
     "InvalidAadhaarNumber",
     "InvalidAbhaAddress",
@@ -478,6 +480,26 @@ class ShareOutcomeUnknown(OutcomeUnknown):
     def __init__(self, message: str, *, request_id: str, operation: str = "") -> None:
         super().__init__(message, operation=operation)
         self.request_id = request_id
+
+
+class HealthDataUnreadable(EncryptionError):
+    """A care context's health data pushed to you as an HIU (``abha.hiu_data_push``) does not open: another key
+    (not the key material registered with ``client.abdm.set_hiu_keys``), a changed byte, a sender key that is not
+    a key of ABDM's curve, or a plain text that is not a FHIR bundle (a JSON object). The message names the care
+    context's reference, never its data.
+
+    Attributes:
+        care_context_id: the care context's reference (``None`` when the entry carried none).
+    """
+
+    def __init__(self, message: str, *, care_context_id: str | None) -> None:
+        super().__init__(message)
+        self.care_context_id = care_context_id
+
+
+class HealthDataChecksumMismatch(HealthDataUnreadable):
+    """A care context's pushed health data opened, but its plain text does not have the checksum sent with it
+    (or none was sent): it was changed or cut on the way, and is not given."""
 
 
 # --------------------------------------------------------------------------------------------------------------

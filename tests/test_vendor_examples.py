@@ -122,6 +122,10 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
     ("registration.yml", "POST", "/abdm/v2/profile/share"): _model(ha.models.ShareToken),
     ("registration.yml", "GET", "/abdm/v2/profile/share/{request_id}"): _model(ha.models.ShareToken),
     ("registration.yml", "POST", "/abdm/v1/hip/patient/profile/on-share"): _not_read,
+    ("registration.yml", "GET", "/abdm/v1/requests"): _model(ha.models.PatientRequests),
+    ("registration.yml", "GET", "/abdm/v1/request"): _model(ha.models.RequestDetails),
+    ("registration.yml", "PATCH", "/abdm/v1/hiu/keyset"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/hiu/care-context/data/on-push"): _not_read,
     ("authorization.yml", "POST", "/connect-auth/v1/account/login"): lambda d: _token_fields(d, "login"),
     ("authorization.yml", "POST", "/connect-auth/v1/account/refresh-token"): lambda d: _token_fields(d, "refresh"),
 }
@@ -215,9 +219,7 @@ def _called_routes() -> set[str]:
     """The paths of :mod:`health_async._routes` that some module of the package uses: a path declared ahead of the
     code that calls it (the rooms of a coming issue) needs no row until that code lands."""
     package = Path(ha.__file__).resolve().parent
-    sources = "\n".join(
-        path.read_text(encoding="utf-8") for path in package.rglob("*.py") if path.name != "_routes.py"
-    )
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in package.rglob("*.py") if path.name != "_routes.py")
     return {
         value.rstrip("/")
         for name, value in vars(_routes).items()

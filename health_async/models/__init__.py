@@ -33,6 +33,8 @@ from ._processing import *  # noqa: F403
 from ._processing import __all__ as _processing_all
 from ._records import *  # noqa: F403
 from ._records import __all__ as _records_all
+from ._requests import *  # noqa: F403
+from ._requests import __all__ as _requests_all
 from ._scan_share import *  # noqa: F403
 from ._scan_share import __all__ as _scan_share_all
 from ._webhook_subscriptions import *  # noqa: F403
@@ -51,6 +53,7 @@ __all__ = [
     *_discover_all,
     *_consents_all,
     *_hiu_all,
+    *_requests_all,
     *_patients_all,
     *_webhook_subscriptions_all,
 ]

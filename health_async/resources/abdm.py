@@ -35,6 +35,7 @@ from ..models._records import HiType
 from ._abdm_base import AbdmBase
 from ._abdm_discover import DiscoverMixin
 from ._abdm_hiu import HiuMixin
+from ._abdm_requests import RequestsMixin
 from .abdm_consents import Consents
 
 __all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
@@ -104,10 +105,10 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
     return entry
 
 
-class Abdm(DiscoverMixin, HiuMixin, AbdmBase):
+class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
     """ABDM's exchange: the hospital's side here (see the module); the patient's app and the requester's side in
-    the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_hiu.py``: requests, the HIU's keys and
-    data) and :attr:`consents`."""
+    the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_requests.py``: the patient's request
+    inbox; ``_abdm_hiu.py``: the HIU's keys and the data pushed to it) and :attr:`consents`."""
 
     @cached_property
     def consents(self) -> Consents:
