@@ -20,6 +20,7 @@ from . import (
     _abdm_consents,
     _abdm_discover,
     _abdm_hiu,
+    _abdm_requests,
     _abha,
     _abha_kyc,
     _abha_profile,
@@ -57,6 +58,7 @@ ROUTES: Final = (
     + _abdm_discover.ROUTES
     + _abdm_consents.ROUTES
     + _abdm_hiu.ROUTES
+    + _abdm_requests.ROUTES
 )
 
 
@@ -145,6 +147,7 @@ class FakeHealthServer:
         self.abdm_discover = _abdm_discover.FakeDiscover(self)
         self.abdm_consents = _abdm_consents.FakeConsents(self)
         self.abdm_hiu = _abdm_hiu.FakeHiu(self)
+        self.abdm_requests = _abdm_requests.FakeRequests(self)
         self._domains: tuple[_domain.Domain, ...] = (
             self.records,
             self.storage,
@@ -158,6 +161,7 @@ class FakeHealthServer:
             self.abdm_discover,
             self.abdm_consents,
             self.abdm_hiu,
+            self.abdm_requests,
         )
 
     def __repr__(self) -> str:
