@@ -29,6 +29,7 @@ from health_async.models._abha import parse_exists, parse_suggestions
 from health_async.models._documents import decode_document, structure_document
 from health_async.models._patients import structure_patients
 from health_async.models._records import PresignedBatch
+from health_async.resources._abdm_discover import _providers_of
 
 #: Copies of the vendor's OpenAPI files (shared/spec/vendor), kept in the repository so that CI runs this test
 #: on a clean clone rather than skipping it; refresh them with the vendor's when those change.
@@ -122,6 +123,11 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
     ("registration.yml", "POST", "/abdm/v2/profile/share"): _model(ha.models.ShareToken),
     ("registration.yml", "GET", "/abdm/v2/profile/share/{request_id}"): _model(ha.models.ShareToken),
     ("registration.yml", "POST", "/abdm/v1/hip/patient/profile/on-share"): _not_read,
+    ("registration.yml", "GET", "/abdm/v1/providers"): _providers_of,
+    ("registration.yml", "GET", "/abdm/v1/provider/{hip_id}"): _model(ha.models.Provider),
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/discover"): _model(ha.models.Discovery),
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/discover/link/init"): _model(ha.models.LinkOtpSent),
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/discover/link/confirm"): _model(ha.models.LinkConfirmed),
     ("registration.yml", "GET", "/abdm/v1/requests"): _model(ha.models.PatientRequests),
     ("registration.yml", "GET", "/abdm/v1/request"): _model(ha.models.RequestDetails),
     ("registration.yml", "PATCH", "/abdm/v1/hiu/keyset"): _not_read,
