@@ -38,7 +38,9 @@ sends each key material once). Nothing here logs, and no repr shows a private ke
 from __future__ import annotations
 
 import binascii
+import hashlib
 import os
+import re
 from typing import Final
 
 import attrs
@@ -51,7 +53,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from .errors import EncryptionError, InvalidArgumentType, InvalidRequest
 
-__all__ = ["KeyMaterial", "decrypt", "encrypt"]
+__all__ = ["KeyMaterial", "checksum", "checksum_matches", "decrypt", "encrypt"]
 
 #: The field prime, the group order and Curve25519's Montgomery ``A``.
 P: Final = 2**255 - 19
@@ -65,6 +67,7 @@ _WB: Final = (2 * A**3 - 9 * A) * pow(27, P - 2, P) % P
 _GX: Final = (9 + _SHIFT) % P
 _GY: Final = 0x20AE19A1B8A086B4E01EDD2C7748D14C923D4D7E6D7C61B229E9C5A27ECED3D9
 _NONCE_SIZE: Final = 32
+_HEX_MD5: Final = re.compile(r"[0-9a-fA-F]{32}")
 
 
 def _der(tag: int, value: bytes) -> bytes:
@@ -296,3 +299,28 @@ def encrypt(plaintext: bytes | str, sender: KeyMaterial, *, requester_public_key
 def decrypt(encrypted: str, requester: KeyMaterial, *, sender_public_key: str, sender_nonce: str) -> bytes:
     """``requester.decrypt(...)``: the HIU's side."""
     return requester.decrypt(encrypted, peer_public_key=sender_public_key, peer_nonce=sender_nonce)
+
+
+# ---------------------------------------------------------------------------- entry checksums
+
+
+def checksum(plain: bytes) -> str:
+    """The checksum of an entry: MD5 of the plain (not encrypted) FHIR text, hex. ABDM's HIP specification (v0.5,
+    data transfer): "checksum is Md5 checksum of the data content, before encryption"; the vendor's
+    ``RecordsEntry.checksum``: "Checksum of the non encrypted plain text fhir data". Hex is what ABDM's reference
+    implementations write (judgement call: the spelling is not documented)."""
+    return hashlib.md5(plain, usedforsecurity=False).hexdigest()
+
+
+def checksum_matches(sent: str, plain: bytes) -> bool:
+    """Whether ``sent`` is the MD5 of ``plain``: hex (either case: what ABDM's reference HIPs and this library's
+    HIP side write) or base64 of the 16-byte digest (what some HIPs write; judgement call: both are accepted, as
+    ABDM documents only "MD5 checksum of the content, before encryption")."""
+    digest = hashlib.md5(plain, usedforsecurity=False).digest()
+    text = sent.strip()
+    if _HEX_MD5.fullmatch(text):
+        return bytes.fromhex(text) == digest
+    try:
+        return pybase64.b64decode(text, validate=True) == digest
+    except ValueError:
+        return False

@@ -13,19 +13,16 @@ webhook, which :meth:`HiuMixin.decrypt_health_data` opens with the same key mate
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any, Final
-
-import pybase64
 
 from .. import _json
 from .. import _routes as R
 from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven
 from .._retry import RetryPolicy
-from ..abdm_crypto import KeyMaterial
+from ..abdm_crypto import KeyMaterial, checksum_matches
 from ..errors import EncryptionError, HealthDataChecksumMismatch, HealthDataUnreadable, InvalidRequest
 from ..models._abdm_events import HiuDataPush
 from ..models._hiu import HealthDataStatus, ReceivedBundle
@@ -37,7 +34,6 @@ __all__ = ["MAX_DESCRIPTION", "HiuMixin"]
 #: The longest status description sent (the vendor gives no limit; a status is a short note).
 MAX_DESCRIPTION: Final = 1000
 _MAX_ID: Final = 256
-_HEX_MD5: Final = re.compile(r"[0-9a-fA-F]{32}")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -47,20 +43,6 @@ def _id(name: str, value: str) -> str:
     if len(value) > _MAX_ID or _CONTROL.search(value):
         raise InvalidRequest(f"{name} must be at most {_MAX_ID} characters, no control characters")
     return value
-
-
-def _checksum_matches(sent: str, plain: bytes) -> bool:
-    """Whether ``sent`` is the MD5 of ``plain``: hex (either case: what ABDM's reference HIPs and this library's
-    HIP side write) or base64 of the 16-byte digest (what some HIPs write; judgement call: both are accepted, as
-    ABDM documents only "MD5 checksum of the content, before encryption")."""
-    digest = hashlib.md5(plain, usedforsecurity=False).digest()
-    text = sent.strip()
-    if _HEX_MD5.fullmatch(text):
-        return bytes.fromhex(text) == digest
-    try:
-        return pybase64.b64decode(text, validate=True) == digest
-    except ValueError:
-        return False
 
 
 def _push_of(push: WebhookEvent | HiuDataPush) -> HiuDataPush:
@@ -160,7 +142,7 @@ class HiuMixin(AbdmBase):
                     f"{where} does not open with this HIU key material ({type(exc).__name__})", care_context_id=cid
                 ) from None
             if entry.checksum:
-                if not _checksum_matches(entry.checksum, plain):
+                if not checksum_matches(entry.checksum, plain):
                     raise HealthDataChecksumMismatch(
                         f"{where}: the data does not match its checksum (changed or cut on the way)",
                         care_context_id=cid,

@@ -12,7 +12,6 @@ before linking again).
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from functools import cached_property
@@ -28,7 +27,7 @@ from .._config import NOT_GIVEN, NotGiven, check_header_value, optional_header_v
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
 from .._wire import structure_many
-from ..abdm_crypto import KeyMaterial
+from ..abdm_crypto import KeyMaterial, checksum
 from ..errors import InvalidRequest
 from ..models._abdm import CareContext, HealthDataRequest, LinkedCareContext, PushResult
 from ..models._records import HiType
@@ -67,14 +66,6 @@ def bundle_bytes(name: str, bundle: object) -> bytes:
     if not isinstance(parsed, dict):
         raise InvalidRequest(f"{name} must be a JSON object (a FHIR bundle)")
     return raw
-
-
-def checksum(plain: bytes) -> str:
-    """The checksum of an entry: MD5 of the plain (not encrypted) FHIR text, hex. ABDM's HIP specification (v0.5,
-    data transfer): "checksum is Md5 checksum of the data content, before encryption"; the vendor's
-    ``RecordsEntry.checksum``: "Checksum of the non encrypted plain text fhir data". Hex is what ABDM's reference
-    implementations write (judgement call: the spelling is not documented)."""
-    return hashlib.md5(plain, usedforsecurity=False).hexdigest()
 
 
 def _care_context_id(value: object, where: str) -> str:
