@@ -85,11 +85,12 @@ import asyncio
 import binascii
 import contextlib
 import datetime as dt
+import enum
 import getpass
 import os
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -113,8 +114,9 @@ from ..errors import (
     OutcomeUnknown,
     ResendTooSoon,
 )
-from ..models import AbhaAccount, FlowStep, LoginMethod, NewAbhaProfile
-from ..resources import AadhaarRegistration, AbhaFlow, AbhaLogin, MobileRegistration
+from ..models import AbhaAccount, FlowStep, KycMethod, KycResult, LoginMethod, NewAbhaProfile
+from ..resources import AadhaarRegistration, AbhaFlow, AbhaLogin, KycUpgrade, MobileRegistration
+from . import abha_account
 from ._output import Command, emit, error_json
 
 if TYPE_CHECKING:
@@ -130,6 +132,7 @@ __all__ = [
     "add_commands",
     "default_prompt",
     "run_json",
+    "run_kyc",
     "run_login",
     "run_register",
 ]
@@ -148,6 +151,7 @@ MAX_INPUT_LINE: Final = 64 * 1024
 MAX_IDLE_ANSWERS = 8
 
 _T = TypeVar("_T")
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class Prompt(Protocol):
@@ -396,14 +400,13 @@ async def _create_step(
 
 async def _drive(
     client: HealthClient, flow: AbhaFlow, talk: _Conversation, headers: AbhaHeaders, *, ask_mobile: bool
-) -> AbhaAccount:
-    """Walk the flow to its end, one question at a time."""
+) -> None:
+    """Walk the flow to its end (``DONE``), one question at a time."""
     answers = _Answers()
     while True:
         step = flow.next_step
         if step is FlowStep.DONE:
-            assert flow.account is not None
-            return flow.account
+            return
         if step is FlowStep.VERIFY_OTP and ask_mobile and answers.mobile is None:
             answers.mobile = talk.ask_valid(
                 "Mobile number to link to the ABHA (typing is not shown): ", normalize_mobile, secret=True
@@ -433,6 +436,28 @@ def _result(account: AbhaAccount) -> dict[str, Any]:
     }
 
 
+def _kyc_result(result: KycResult) -> dict[str, Any]:
+    """The result of a KYC upgrade: its status only (the answer's transaction id is not for the user)."""
+    return {"kyc_verified": result.kyc_verified, "status": result.status.value}
+
+
+def _done(flow: AbhaFlow) -> dict[str, Any] | None:
+    """The result line of a flow at ``DONE`` in this process (``None``: no result here)."""
+    if isinstance(flow, KycUpgrade):
+        return None if flow.result is None else _kyc_result(flow.result)
+    return None if flow.account is None else _result(flow.account)
+
+
+def _done_message(flow: AbhaFlow) -> str:
+    """What the interactive mode says at the end (an ABHA address, never a number)."""
+    if isinstance(flow, KycUpgrade):
+        return "Done: the ABHA is now KYC-verified."
+    account = flow.account
+    assert account is not None
+    done = "created, and you are logged in" if account.created else "logged in"
+    return f"Done: ABHA address {account.abha_address} {done}."
+
+
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, AccountLikelyCreated):
         return (
@@ -456,7 +481,7 @@ async def _converse(
     try:
         flow = await start()
         talk.say(f"An OTP was sent. {flow.hint or ''}".rstrip())
-        account = await _drive(client, flow, talk, headers, ask_mobile=ask_mobile)
+        await _drive(client, flow, talk, headers, ask_mobile=ask_mobile)
     except KeyboardInterrupt:
         talk.say(f"\n{label}: cancelled; nothing more was sent.")
         return 130
@@ -469,9 +494,10 @@ async def _converse(
     except HealthError as exc:
         talk.say(f"{label}: {_failure(exc)}")
         return 1
-    done = "created, and you are logged in" if account.created else "logged in"
-    talk.say(f"Done: ABHA address {account.abha_address} {done}.")
-    emit(_result(account))
+    result = _done(flow)
+    assert result is not None  # a flow of this process at DONE holds its result
+    talk.say(_done_message(flow))
+    emit(result)
     return 0
 
 
@@ -517,6 +543,53 @@ async def run_login(
         return await client.abha.login(method, identifier, **headers)
 
     return await _converse("abha login", client, talk, start, headers, ask_mobile=False)
+
+
+_KYC_QUESTIONS: Final[dict[KycMethod, str]] = {
+    KycMethod.AADHAAR: "Aadhaar number (typing is not shown): ",
+    KycMethod.ABHA_NUMBER: "ABHA number (typing is not shown): ",
+}
+
+
+def _kyc_identifier(method: KycMethod, raw: str, *, validate: bool) -> str:
+    """The identifier of a KYC upgrade, checked as ``method`` says (``client.abha.kyc_init``'s rules)."""
+    if method is KycMethod.AADHAAR:
+        return normalize_aadhaar(raw, validate=validate)
+    return normalize_abha_number(raw)
+
+
+def _kyc_headers(client: HealthClient, args: argparse.Namespace, *, user_token: str | None = None) -> AbhaHeaders:
+    """``X-Pt-Id`` of a KYC upgrade: the OID of ``--user-id``, else the client's (``HEALTH_ASYNC_USER_ID``).
+
+    Unlike a registration, a KYC upgrade is of an existing ABHA user, whom the service knows by that OID (or by the
+    user's ABHA token). The OID is passed explicitly so that a ``--json`` flow keeps it in its state. Raises
+    :class:`InvalidRequest` (nothing sent) when there is neither an OID nor a user token.
+    """
+    oid = getattr(args, "user_id", None) or client.user_id
+    if oid is None and user_token is None:
+        raise InvalidRequest(
+            f"abha kyc needs the user's OID (X-Pt-Id): --user-id OID or {C.ENV_USER_ID}; nothing was sent"
+        )
+    return {"user_id": oid}
+
+
+async def run_kyc(
+    client: HealthClient, args: argparse.Namespace, *, prompt: Prompt | None = None, err: IO[str] | None = None
+) -> int:
+    """``abha kyc [--method aadhaar|abha-number]``: the interactive KYC upgrade of the user's ABHA (the number
+    and the OTP typed without echo); returns the exit status."""
+    talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha kyc")
+    method = KycMethod(getattr(args, "method", None) or KycMethod.AADHAAR.value)
+    validate = not getattr(args, "no_validate", False)
+
+    async def start() -> AbhaFlow:
+        headers = _kyc_headers(client, args)  # before anything is asked
+        identifier = talk.ask_valid(
+            _KYC_QUESTIONS[method], lambda n: _kyc_identifier(method, n, validate=validate), secret=True
+        )
+        return await client.abha.kyc(method, identifier, validate=validate, **headers)
+
+    return await _converse("abha kyc", client, talk, start, {}, ask_mobile=False)
 
 
 # ------------------------------------------------------------------------------------------------ --json
@@ -616,25 +689,59 @@ _START_INPUT: Final = {
     "aadhaar": '{"aadhaar": "..."}',
     "mobile": '{"mobile": "..."}',
     "login": '{"identifier": "...", "method": "..."} (method optional)',
+    "kyc": '{"identifier": "...", "method": "...", "user_token": "..."} (method and user_token optional)',
 }
 
 
-def _login_method(args: argparse.Namespace, given: str | None) -> LoginMethod:
-    flag = getattr(args, "method", None)
-    if given is None:
-        return LoginMethod(flag or LoginMethod.PHR_ADDRESS.value)
-    method = next((m for m in _IDENTIFIERS if m.value == given), None)
+def _start_kind(args: argparse.Namespace) -> str:
+    """The command's key in :data:`_START_INPUT`."""
+    if args.abha_command == "register":
+        return "mobile" if args.mobile else "aadhaar"
+    return str(args.abha_command)
+
+
+def _method_of(flag: str | None, given: str | None, methods: Sequence[_E], default: _E) -> _E:
+    """The method of a start input (``given``) or of ``--method`` (``flag``), else ``default``; both given must
+    agree."""
+    chosen = flag if given is None else given
+    if chosen is None:
+        return default
+    method = next((m for m in methods if m.value == chosen), None)
     if method is None:
-        raise InvalidRequest('"method" must be one of ' + ", ".join(m.value for m in _IDENTIFIERS))
-    if flag is not None and flag != method.value:
+        raise InvalidRequest('"method" must be one of ' + ", ".join(str(m.value) for m in methods))
+    if given is not None and flag is not None and flag != method.value:
         raise InvalidRequest('"method" and --method differ: give one of them')
     return method
+
+
+def _login_method(args: argparse.Namespace, given: str | None) -> LoginMethod:
+    return _method_of(getattr(args, "method", None), given, list(_IDENTIFIERS), LoginMethod.PHR_ADDRESS)
+
+
+async def _start_kyc(
+    client: HealthClient, args: argparse.Namespace, answer: Mapping[str, Any], secrets: _Secrets
+) -> KycUpgrade:
+    """Start a KYC upgrade from the first run's input (checked before anything is sent)."""
+    _fields(answer, "the start of a KYC upgrade", ["identifier", "method", "user_token"])
+    given = _optional_text(answer, "method")
+    method = _method_of(getattr(args, "method", None), given, list(KycMethod), KycMethod.AADHAAR)
+    token = _optional_text(answer, "user_token")
+    secrets.add(token)
+    raw = _text(answer, "identifier")
+    secrets.add(raw)
+    validate = not getattr(args, "no_validate", False)
+    identifier = _kyc_identifier(method, raw, validate=validate)
+    secrets.add(identifier)
+    headers = _kyc_headers(client, args, user_token=token)
+    return await client.abha.kyc(method, identifier, user_token=token, validate=validate, **headers)
 
 
 async def _start(
     client: HealthClient, args: argparse.Namespace, answer: Mapping[str, Any], secrets: _Secrets
 ) -> AbhaFlow:
     """Start the command's flow from the first run's input (checked before anything is sent)."""
+    if args.abha_command == "kyc":
+        return await _start_kyc(client, args, answer, secrets)
     headers = abha_headers(args)
     if args.abha_command == "register" and args.mobile:
         _fields(answer, "the start of a mobile registration", ["mobile"])
@@ -820,9 +927,10 @@ def _finish(
     """After a step: the result (done: the state file deleted), or the state saved and the step line, with the
     step's error if any; returns the exit status."""
     step = flow.next_step
-    if step is FlowStep.DONE and flow.account is not None and error is None:
+    done = _done(flow) if step is FlowStep.DONE and error is None else None
+    if done is not None:
         _remove(path)
-        emit({"step": step.value, **_result(flow.account)})
+        emit({"step": step.value, **done})
         return 0
     line = _step_line(flow, suggestions)
     if step in _ENDED:  # the flow cannot go on (blocked, a create that most likely took effect): start again
@@ -851,6 +959,7 @@ _FLOW_OF: Final[dict[tuple[str, bool], type[AbhaFlow]]] = {
     ("register", False): AadhaarRegistration,
     ("register", True): MobileRegistration,
     ("login", False): AbhaLogin,
+    ("kyc", False): KycUpgrade,
 }
 
 
@@ -864,9 +973,8 @@ async def _first_run(
     try:
         answer = _read_answer(stdin)
         if answer is None:
-            kind = "mobile" if args.abha_command == "register" and args.mobile else "aadhaar"
-            kind = "login" if args.abha_command == "login" else kind
-            raise InvalidRequest(f"no start input: the first run reads one JSON line, {_START_INPUT[kind]}")
+            expected = _START_INPUT[_start_kind(args)]
+            raise InvalidRequest(f"no start input: the first run reads one JSON line, {expected}")
         flow = await _start(client, args, answer, secrets)
     except HealthError as exc:  # nothing was started: no state
         emit({"step": None, "error": _error(exc, secrets)})
@@ -919,7 +1027,7 @@ async def _next_run(
 
 
 async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | None = None) -> int:
-    """``abha register|login --json --state FILE``: one step of the flow per run, JSON in and out (see the module
+    """``abha register|login|kyc --json --state FILE``: one step of the flow per run, JSON in and out (see the module
     docstring); returns the exit status (0 done, :data:`EXIT_WAITING` waiting for the next answer, 1 an error,
     2 bad usage or key, 130 Ctrl-C)."""
     label = f"health-async abha {args.abha_command}"
@@ -950,10 +1058,15 @@ async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[
 
 
 async def _abha(client: Any, args: argparse.Namespace) -> int:
+    account: Command | None = getattr(args, "abha_run", None)  # profile, card, qr, search, pincode
+    if account is not None:
+        return await account(client, args)
     if getattr(args, "json", False) or getattr(args, "state", None) is not None:
         return await run_json(client, args)
     if args.abha_command == "register":
         return await run_register(client, args)
+    if args.abha_command == "kyc":
+        return await run_kyc(client, args)
     return await run_login(client, args)
 
 
@@ -965,13 +1078,17 @@ _PT_ID_EPILOG = (
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
-    """Add ``abha`` (``register``, ``login``) to ``sub``; return ``{"abha": handler}``."""
+    """Add ``abha`` (``register``, ``login``, ``kyc``, and :mod:`.abha_account`'s ``profile``, ``card``, ``qr``,
+    ``search``, ``pincode``) to ``sub``; return ``{"abha": handler}``."""
     parser = sub.add_parser(
         "abha",
-        help="ABHA registration and login, step by step (interactive, or scripted with --json)",
-        description="Walk a person through an ABHA registration or login. Numbers and OTPs are typed without echo; "
-        "the result is one JSON line (never the tokens). Ctrl-C stops cleanly (exit 130). With --json --state FILE: "
-        "no prompts, one step per run, JSON lines in and out (exit 3: waiting for the next answer).",
+        help="ABHA registration, login and KYC step by step (interactive, or scripted with --json); the profile, "
+        "card, QR, search, pincode",
+        description="Walk a person through an ABHA registration, login or KYC upgrade. Numbers and OTPs are typed "
+        "without echo; the result is one JSON line (never the tokens). Ctrl-C stops cleanly (exit 130). With --json "
+        "--state FILE: no prompts, one step per run, JSON lines in and out (exit 3: waiting for the next answer). "
+        "After registration: the profile (read, update, delete), the ABHA card and QR code, a search by mobile "
+        "number and pincode details.",
     )
     asub = parser.add_subparsers(dest="abha_command", required=True, metavar="SUBCOMMAND")
     p = asub.add_parser(
@@ -1001,6 +1118,28 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         help="what identifies the person (default phr_address: the ABHA address)",
     )
     _add_json_flags(p)
+    p = asub.add_parser(
+        "kyc",
+        parents=[common],
+        help="KYC-verify an ABHA (made with a mobile OTP) with an Aadhaar or ABHA number OTP",
+        description="Upgrade the user's ABHA to KYC-verified: an OTP goes to the mobile of the Aadhaar (default) or "
+        "ABHA number, typed without echo; Enter alone asks for a new one. The result is one JSON line, "
+        '{"kyc_verified": true, "status": "verified"}. With --json --state FILE: the start input is '
+        + _START_INPUT["kyc"]
+        + ' ("user_token": the user\'s ABHA token, when the script holds one), then {"otp": "..."} or '
+        '{"resend": true}; the OTP is sent once and never repeated.',
+        epilog=f"X-Pt-Id (whose ABHA): the OID of --user-id, else of {C.ENV_USER_ID}; one of them is needed unless "
+        "the --json start input gives the user's token.",
+    )
+    p.add_argument(
+        "--method",
+        choices=[m.value for m in KycMethod],
+        default=None,  # aadhaar; None tells --json that the flag was not given
+        help="what the person proves their identity with (default aadhaar)",
+    )
+    p.add_argument("--no-validate", action="store_true", help="skip the Aadhaar digit rules (sandbox numbers)")
+    _add_json_flags(p)
+    abha_account.add_commands(asub, common)
     return {"abha": _abha}
 
 
