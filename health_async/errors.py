@@ -9,6 +9,7 @@ The tree::
     │   │   └── ProfileNotFound       404 / ``profile_not_found`` from the profile operation
     │   ├── AbhaError                 ABHA error body ``{code, error, source_error}`` (any ``client.abha`` call)
     │   │   ├── OtpMismatch           the OTP was wrong (ABDM-1035, MIS-1013); the flow stays at its step
+    │   │   ├── ConsentPinMismatch    the consent PIN was wrong (a 400 to a PIN check); nothing approved or revoked
     │   │   └── AbhaRateLimited       ABDM-1022 / ABDM-1100 (HTTP 500!): ``try_again_after`` seconds; never retried
     │   │       └── AbhaBlocked       ABDM-1027: blocked for 24 hours
     │   ├── AuthenticationError       401, 403
@@ -20,7 +21,8 @@ The tree::
     ├── ResponseTooLarge              a response body over the configured cap
     ├── EncryptionError               JWE failure; deliberately without detail (no padding oracle)
     ├── OutcomeUnknown                a call that is not idempotent may or may not have taken effect
-    │   └── AccountLikelyCreated      an ABHA create whose answer was lost, and the address now exists
+    │   ├── AccountLikelyCreated      an ABHA create whose answer was lost, and the address now exists
+    │   └── ConsentOutcomeUnknown     an approve, deny or revoke of a consent that may have taken effect
     ├── ProcessingFailed              the service could not process a document (status ERROR; ``errors``)
     ├── ProcessingTimeout             waiting for processing reached its deadline (also a TimeoutError)
     ├── UploadFailed                  a presigned upload was refused for one file (``code``, ``file_index``)
@@ -35,6 +37,7 @@ The tree::
         ├── InvalidAadhaarNumber      an Aadhaar number breaking a rule
         ├── InvalidMobileNumber       a mobile number breaking a rule
         ├── InvalidOtp                an OTP that is not the service's shape (digits, length)
+        ├── InvalidConsentPin         a consent PIN that is not ABDM's shape (4 digits)
         ├── InvalidAbhaAddress        an ABHA address breaking ABDM's format
         ├── InvalidFlowStep           a flow call that does not fit the flow's current step
         └── ResendTooSoon             an OTP resend refused locally (``retry_after`` seconds)
@@ -66,6 +69,8 @@ __all__ = [
     "ApiError",
     "AuthenticationError",
     "ClientClosedError",
+    "ConsentOutcomeUnknown",
+    "ConsentPinMismatch",
     "DocumentNotFound",
     "EncryptionError",
     "FileTooLarge",
@@ -77,6 +82,7 @@ __all__ = [
     "InvalidAadhaarNumber",
     "InvalidAbhaAddress",
     "InvalidArgumentType",
+    "InvalidConsentPin",
     "InvalidFlowStep",
     "InvalidMobileNumber",
     "InvalidOtp",
@@ -500,6 +506,42 @@ class HealthDataUnreadable(EncryptionError):
 class HealthDataChecksumMismatch(HealthDataUnreadable):
     """A care context's pushed health data opened, but its plain text does not have the checksum sent with it
     (or none was sent): it was changed or cut on the way, and is not given."""
+
+
+class ConsentPinMismatch(AbhaError):
+    """The consent PIN did not match: the service answered a PIN check (``/abdm/v1/consents/pin/verify``, or the
+    old PIN of ``pin/change``) with HTTP 400 and its error body. Nothing was approved, revoked or changed; the
+    patient may type the PIN again (ABDM blocks after too many wrong PINs: :class:`AbhaRateLimited`). The message
+    never holds the PIN."""
+
+
+class ConsentOutcomeUnknown(OutcomeUnknown):
+    """An approve, deny or revoke of a consent may or may not have taken effect (a timeout or reset after sending,
+    a 5XX without the service's word); it was not repeated. Check the consent first, with
+    ``client.abdm.consents.details(exc.consent_id)`` (or its status in ``client.abdm.consents.list()`` /
+    ``client.abdm.request(exc.consent_id)``), before sending it again. The original failure is ``__cause__``.
+
+    Attributes:
+        consent_id: the consent the call was about (``None`` for a revoke given only artefact ids).
+        artefact_ids: the consent artefacts a revoke was about (empty otherwise).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        consent_id: str | None,
+        artefact_ids: tuple[str, ...] = (),
+        operation: str = "",
+    ) -> None:
+        super().__init__(message, operation=operation)
+        self.consent_id = consent_id
+        self.artefact_ids = artefact_ids
+
+
+class InvalidConsentPin(InvalidRequest):
+    """A consent PIN that is not ABDM's shape (4 digits), refused before anything was sent. The message names the
+    rule, never the PIN."""
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from health_async import _routes
 from health_async._auth import _token_fields
 from health_async._wire import structure, structure_many
 from health_async.models._abha import parse_exists, parse_suggestions
+from health_async.models._consents import parse_pin_exists
 from health_async.models._documents import decode_document, structure_document
 from health_async.models._patients import structure_patients
 from health_async.models._records import PresignedBatch
@@ -132,6 +133,25 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
     ("registration.yml", "GET", "/abdm/v1/request"): _model(ha.models.RequestDetails),
     ("registration.yml", "PATCH", "/abdm/v1/hiu/keyset"): _not_read,
     ("registration.yml", "POST", "/abdm/v1/hiu/care-context/data/on-push"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/create"): _model(ha.models.ConsentCreated),
+    ("registration.yml", "POST", "/abdm/v1/consents/list"): lambda d: structure_many(
+        d.get("consents") if isinstance(d, dict) else d, ha.models.Consent, "consents"
+    ),
+    ("registration.yml", "POST", "/abdm/v1/consents/details"): lambda d: structure(
+        d, ha.models.ConsentDetails, consent_id="c"
+    ),
+    ("registration.yml", "POST", "/abdm/v1/consents/approve"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/deny"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/revoke"): _not_read,
+    ("registration.yml", "GET", "/abdm/v1/consents/auto-approval"): _model(ha.models.AutoApprovalPolicy),
+    ("registration.yml", "PATCH", "/abdm/v1/consents/auto-approval"): _model(ha.models.AutoApprovalPolicy),
+    ("registration.yml", "GET", "/abdm/v1/consents/pin/exists"): parse_pin_exists,
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/set"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/verify"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/change"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/forgot/init"): _model(ha.models.PinOtpSent),
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/forgot/verify"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/consents/pin/reset"): _not_read,
     ("authorization.yml", "POST", "/connect-auth/v1/account/login"): lambda d: _token_fields(d, "login"),
     ("authorization.yml", "POST", "/connect-auth/v1/account/refresh-token"): lambda d: _token_fields(d, "refresh"),
 }
