@@ -1,5 +1,7 @@
-"""``health-async abha register --aadhaar | --mobile`` and ``health-async abha login``: walk a person through an
-ABHA registration or login, one question at a time, with the guided flows of ``client.abha``.
+"""``health-async abha register --aadhaar | --mobile``, ``health-async abha login`` and ``health-async abha kyc``:
+walk a person through an ABHA registration, login or KYC upgrade, one question at a time, with the guided flows of
+``client.abha``. (The one-call commands after registration, ``abha profile | card | qr | search | pincode``, are
+:mod:`health_async._cli.abha_account`'s, registered here.)
 
 * Aadhaar numbers, mobile numbers, ABHA numbers and OTPs are typed without echo (:func:`getpass.getpass`); ABHA
   addresses, names and the other profile details are echoed.
@@ -14,17 +16,23 @@ ABHA registration or login, one question at a time, with the guided flows of ``c
 * ``X-Pt-Id`` is sent only when ``--user-id OID`` is given on the command itself: never from ``HEALTH_ASYNC_USER_ID``
   (that is the OID of the records work; an ABHA registration or login is for a person who may have no OID yet, and
   must not be tied to, nor reveal, whatever OID is configured). See :func:`abha_headers`.
+* ``abha kyc [--method aadhaar|abha-number] [--no-validate]`` upgrades an existing ABHA (one made with a mobile
+  OTP) to KYC-verified: the Aadhaar (default) or ABHA number and the OTP are typed without echo; the result is
+  ``{"kyc_verified": true, "status": "verified"}``. Its user is known to the service by the OID, so here
+  ``X-Pt-Id`` is ``--user-id``, else ``HEALTH_ASYNC_USER_ID`` (judgement call: unlike a registration, a KYC
+  upgrade is always of an existing user), and one of them is needed (refused before anything is asked or sent),
+  unless a ``--json`` start input gives the user's ABHA token. See :func:`_kyc_headers`.
 
 Answers are read through a prompt function (:data:`PROMPT`, default :func:`default_prompt`): tests pass their own
-to :func:`run_register` / :func:`run_login` or replace :data:`PROMPT`.
+to :func:`run_register` / :func:`run_login` / :func:`run_kyc` or replace :data:`PROMPT`.
 
 Scriptable mode: ``--json --state FILE``
 ----------------------------------------
 
-For a script or another program driving the flow (a kiosk, a chat bot), ``abha register --aadhaar|--mobile`` and
-``abha login`` take ``--json --state FILE``: the command never prompts (no getpass, no prompt text) and does
-**one step per run**. Every run reads at most one line of JSON from stdin and writes exactly one line of JSON to
-stdout; the flow between runs is kept in ``FILE``, sealed (encrypted and authenticated, see
+For a script or another program driving the flow (a kiosk, a chat bot), ``abha register --aadhaar|--mobile``,
+``abha login`` and ``abha kyc`` take ``--json --state FILE``: the command never prompts (no getpass, no prompt
+text) and does **one step per run**. Every run reads at most one line of JSON from stdin and writes exactly one
+line of JSON to stdout; the flow between runs is kept in ``FILE``, sealed (encrypted and authenticated, see
 ``AbhaFlow.to_state(seal=key)``) with the key in ``HEALTH_ASYNC_STATE_KEY``: URL-safe base64 of 16, 24 or 32
 random bytes, e.g. ``python -c "import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())"``.
 A missing or bad key is refused (exit 2) before anything is read or sent. The state file is written atomically
@@ -35,14 +43,18 @@ step (about an ABDM transaction's life).
   (``register --aadhaar``; ``--no-validate`` as usual), ``{"mobile": "..."}`` (``register --mobile``),
   ``{"identifier": "...", "method": "mobile"}`` (``login``; ``method`` is one of ``phr_address``, ``mobile``,
   ``abha_number``, ``aadhaar_number``, default ``--method``, itself default ``phr_address``; both given must
-  agree). The OTP is sent, ``FILE`` written, and the step line printed.
+  agree), ``{"identifier": "...", "method": "aadhaar", "user_token": "..."}`` (``kyc``; ``method`` is
+  ``aadhaar`` or ``abha-number``, default ``--method``, itself default ``aadhaar``, both given must agree;
+  ``user_token``, optional, is the user's ABHA token when the script holds one: kept only in the sealed
+  ``FILE``). The OTP is sent, ``FILE`` written, and the step line printed.
 * **Later runs** (``FILE`` exists): the answer to the current step, one JSON object:
 
   ======================  ==================================================================================
   step                    answer
   ======================  ==================================================================================
   ``verify_otp``          ``{"otp": "123456", "mobile": "..."}`` (``mobile``: in an Aadhaar registration only,
-                          and needed there: the number the ABHA is linked to), or ``{"resend": true}``
+                          and needed there: the number the ABHA is linked to), or ``{"resend": true}``; a
+                          KYC upgrade has this step only
   ``verify_mobile_otp``   ``{"otp": "..."}`` (sent to that other mobile), or ``{"resend": true}``
   ``select_account``      ``{"abha_address": "..."}``: one of ``accounts`` (may be left out when there is one)
   ``create_address``      ``{"abha_address": "new.name@abdm"}``; a mobile registration adds ``"profile":
@@ -58,7 +70,8 @@ step (about an ABDM transaction's life).
   ``select_account`` / ``create_address``, ``"accounts"`` (the existing ABHA addresses) when there are some; on
   arriving at ``create_address`` in an Aadhaar registration or login, ``"suggestions"`` (free addresses).
 * **Done** (exit 0): ``{"step": "done", "abha_address", "abha_number" (masked), "created", "kyc_verified",
-  "oid"}``, the result of the interactive mode, never the tokens; ``FILE`` is deleted.
+  "oid"}`` (``kyc``: ``{"step": "done", "kyc_verified": true, "status": "verified"}``), the result of the
+  interactive mode, never the tokens; ``FILE`` is deleted.
 * **No answer** (stdin empty, or a blank line) at a later run: the step line again, exit 3, nothing sent. At the
   first run there is nothing to wait for: an error (exit 1).
 * **Errors** (exit 1): one line ``{"step": <the current step, null before there is a flow>, "error": {"type",
@@ -73,9 +86,9 @@ step (about an ABDM transaction's life).
 * Nothing written (stdout, stderr, ``FILE`` in clear) holds an OTP, an Aadhaar or mobile number, a token or the
   key; error messages are the library's (which name the rule, never the value), with any number of this run's
   input blotted out besides.
-* Judgement calls: the flow's ``X-Pt-Id`` is that of the first run's ``--user-id`` (kept in the state), later
-  runs' ``--user-id`` is not used; two runs at once on one ``FILE`` are not locked against each other (run the
-  steps one after another).
+* Judgement calls: the flow's ``X-Pt-Id`` is that of the first run's ``--user-id`` (``kyc``: else its
+  ``HEALTH_ASYNC_USER_ID``; kept in the state), later runs' ``--user-id`` is not used; two runs at once on one
+  ``FILE`` are not locked against each other (run the steps one after another).
 """
 
 from __future__ import annotations
