@@ -288,6 +288,25 @@ class FakeAbdm(Domain):
             "data": data,
         }
 
+    # what the fake's other ABDM domains send webhooks with (one sender, one retry rule, one flush)
+
+    @property
+    def webhooks_registered(self) -> bool:
+        """Whether a webhook URL is registered (:meth:`webhooks`)."""
+        return self._target is not None
+
+    async def send_webhook(self, event: str, transaction_id: str, data: dict[str, Any]) -> Outcome:
+        """Send one signed webhook ``event`` with ``data`` to the registered URL, redelivered as the hospital
+        side's are; ``RuntimeError`` when no URL is registered."""
+        target = self._target
+        if target is None:
+            raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
+        return await self._deliver(target, self._envelope(event, transaction_id, data))
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` as a background task of this domain: awaited by :meth:`flush`, cancelled on close."""
+        self._spawn(work)
+
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)

@@ -148,6 +148,33 @@ class FakeHiu(Domain):
 
     # ------------------------------------------------------------------------------ the HIP's push
 
+    async def answer_approval(self, approved: Mapping[str, Any]) -> None:
+        """What ABDM sets going when a patient approves a consent: each HIP of the consent pushes the approved care
+        contexts to the HIU. The server wires this to :attr:`FakeConsents.on_approved
+        <health_async.testing._abdm_consents.FakeConsents.on_approved>` (``approved`` is its dict): one
+        :meth:`push_for_consent` per artefact (one HIP each), in the background after the approval's answer, as
+        the real exchange runs. Nothing is pushed while no webhook URL or no HIU key set is registered (a consent
+        test without an HIU); a push that fails is given up as :meth:`push_for_consent` gives up."""
+        abdm = getattr(self.server, "abdm", None)
+        if not isinstance(abdm, FakeAbdm) or not abdm.webhooks_registered or not self.keysets:
+            return
+        for artefact in approved.get("artefacts") or ():
+            consent = {
+                "consent_id": approved["consent_id"],
+                "patient": approved.get("abha_address"),
+                "hip_ids": [artefact["hip_id"]],
+                "care_contexts": list(artefact["care_context_ids"]),
+                "hi_types": list(artefact["hi_types"]),
+                "artefact_ids": [artefact["artefact_id"]],
+            }
+            abdm.in_background(self._push_quietly(consent))
+
+    async def _push_quietly(self, consent: dict[str, Any]) -> None:
+        try:
+            await self.push_for_consent(consent)
+        except RuntimeError:  # the key set or URL went away in between (a reset): nothing to push to
+            return
+
     def _keyset_for(self, hiu: str | None) -> dict[str, Any]:
         if hiu is not None:
             if hiu not in self.keysets:
@@ -181,8 +208,7 @@ class FakeHiu(Domain):
         abdm = getattr(self.server, "abdm", None)
         if not isinstance(abdm, FakeAbdm):  # pragma: no cover - every FakeHealthServer has one
             raise RuntimeError("this server has no ABDM domain to send webhooks with")
-        target = abdm._target
-        if target is None:
+        if not abdm.webhooks_registered:
             raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
         keyset = self._keyset_for(hiu)
         cids = consent.get("care_contexts")
@@ -226,5 +252,5 @@ class FakeHiu(Domain):
             },
         }
         self.pushes.append(data)
-        outcome = await abdm._deliver(target, abdm._envelope(DATA_PUSH_EVENT, transaction_id, data))
+        outcome = await abdm.send_webhook(DATA_PUSH_EVENT, transaction_id, data)
         return DataPushSent(transaction_id, outcome, plain)

@@ -148,6 +148,8 @@ class FakeHealthServer:
         self.abdm_consents = _abdm_consents.FakeConsents(self)
         self.abdm_hiu = _abdm_hiu.FakeHiu(self)
         self.abdm_requests = _abdm_requests.FakeRequests(self)
+        # the fake plays ABDM's exchange after an approval: the HIPs push the records to the HIU's webhook
+        self.abdm_consents.on_approved = self.abdm_hiu.answer_approval
         self._domains: tuple[_domain.Domain, ...] = (
             self.records,
             self.storage,
