@@ -99,13 +99,12 @@ import binascii
 import contextlib
 import datetime as dt
 import enum
-import getpass
 import os
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import pybase64
@@ -131,6 +130,9 @@ from ..models import AbhaAccount, FlowStep, KycMethod, KycResult, LoginMethod, N
 from ..resources import AadhaarRegistration, AbhaFlow, AbhaLogin, KycUpgrade, MobileRegistration
 from . import abha_account
 from ._output import Command, emit, error_json
+from ._prompt import Conversation as _Conversation
+from ._prompt import GiveUp as _GiveUp
+from ._prompt import Prompt, default_prompt
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -160,32 +162,7 @@ ENV_STATE_KEY: Final = "HEALTH_ASYNC_STATE_KEY"
 #: The longest line of JSON ``--json`` reads from stdin.
 MAX_INPUT_LINE: Final = 64 * 1024
 
-#: Answers that do not move the flow on (bad input, a refused resend, a wrong OTP) before the command gives up.
-MAX_IDLE_ANSWERS = 8
-
-_T = TypeVar("_T")
 _E = TypeVar("_E", bound=enum.Enum)
-
-
-class Prompt(Protocol):
-    """Ask ``question`` and return the answer; ``secret=True`` reads it without echo. Raises ``KeyboardInterrupt``
-    (Ctrl-C) or ``EOFError`` (end of input) to cancel."""
-
-    def __call__(self, question: str, *, secret: bool = False) -> str: ...
-
-
-def default_prompt(question: str, *, secret: bool = False) -> str:
-    """The terminal prompt: :func:`getpass.getpass` (no echo) for secrets, a line of stdin otherwise; the question
-    is written to stderr."""
-    if secret:
-        return getpass.getpass(question, stream=sys.stderr)
-    sys.stderr.write(question)
-    sys.stderr.flush()
-    line = sys.stdin.readline()
-    if not line:
-        raise EOFError
-    return line.rstrip("\r\n")
-
 
 #: The prompt the commands use when none is given.
 PROMPT: Prompt = default_prompt
@@ -199,43 +176,6 @@ def abha_headers(args: argparse.Namespace) -> AbhaHeaders:
     possibly new person, not for the patient whose OID the environment holds for records work.
     """
     return {"user_id": getattr(args, "user_id", None)}
-
-
-class _GiveUp(Exception):
-    """Too many answers that did not move the flow on."""
-
-
-class _Conversation:
-    def __init__(self, prompt: Prompt, err: IO[str], label: str) -> None:
-        self.prompt = prompt
-        self.err = err
-        self.label = label
-        self.idle = 0
-
-    def say(self, text: str) -> None:
-        self.err.write(text + "\n")
-        self.err.flush()
-
-    def ask(self, question: str, *, secret: bool = False) -> str:
-        return self.prompt(question, secret=secret).strip()
-
-    def strike(self, text: str) -> None:
-        """An answer that did not move the flow on: say why; give up after :data:`MAX_IDLE_ANSWERS`."""
-        self.say(text)
-        self.idle += 1
-        if self.idle >= MAX_IDLE_ANSWERS:
-            raise _GiveUp(f"{self.idle} answers in a row did not move on; start again")
-
-    def ask_valid(self, question: str, check: Callable[[str], _T], *, secret: bool = False) -> _T:
-        while True:
-            answer = self.ask(question, secret=secret)
-            try:
-                value = check(answer)
-            except InvalidRequest as exc:
-                self.strike(f"  {exc}")
-                continue
-            self.idle = 0
-            return value
 
 
 # ------------------------------------------------------------------------------------------------ the steps

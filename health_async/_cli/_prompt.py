@@ -1,0 +1,81 @@
+"""The interactive commands' way of asking a person questions (``abha register | login | kyc``, ``abdm discover``,
+``abdm consents approve | revoke``): a :class:`Prompt` function (secrets read without echo), and a
+:class:`Conversation` that says things on stderr, checks each answer as typed and gives up after
+:data:`MAX_IDLE_ANSWERS` answers that did not move on."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from collections.abc import Callable
+from typing import IO, Protocol, TypeVar
+
+from ..errors import InvalidRequest
+
+__all__ = ["MAX_IDLE_ANSWERS", "Conversation", "GiveUp", "Prompt", "default_prompt"]
+
+#: Answers that do not move the flow on (bad input, a refused resend, a wrong OTP) before the command gives up.
+MAX_IDLE_ANSWERS = 8
+
+_T = TypeVar("_T")
+
+
+class Prompt(Protocol):
+    """Ask ``question`` and return the answer; ``secret=True`` reads it without echo. Raises ``KeyboardInterrupt``
+    (Ctrl-C) or ``EOFError`` (end of input) to cancel."""
+
+    def __call__(self, question: str, *, secret: bool = False) -> str: ...
+
+
+def default_prompt(question: str, *, secret: bool = False) -> str:
+    """The terminal prompt: :func:`getpass.getpass` (no echo) for secrets, a line of stdin otherwise; the question
+    is written to stderr."""
+    if secret:
+        return getpass.getpass(question, stream=sys.stderr)
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\r\n")
+
+
+class GiveUp(Exception):
+    """Too many answers that did not move the flow on."""
+
+
+class Conversation:
+    """One command's questions and messages: ``say`` (to ``err``), ``ask`` (stripped), ``ask_valid`` (asked again
+    while ``check`` raises :class:`~health_async.errors.InvalidRequest`, whose message names the rule), ``strike``
+    (an answer that did not move on: :class:`GiveUp` after :data:`MAX_IDLE_ANSWERS` in a row)."""
+
+    def __init__(self, prompt: Prompt, err: IO[str], label: str) -> None:
+        self.prompt = prompt
+        self.err = err
+        self.label = label
+        self.idle = 0
+
+    def say(self, text: str) -> None:
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def ask(self, question: str, *, secret: bool = False) -> str:
+        return self.prompt(question, secret=secret).strip()
+
+    def strike(self, text: str) -> None:
+        """An answer that did not move the flow on: say why; give up after :data:`MAX_IDLE_ANSWERS`."""
+        self.say(text)
+        self.idle += 1
+        if self.idle >= MAX_IDLE_ANSWERS:
+            raise GiveUp(f"{self.idle} answers in a row did not move on; start again")
+
+    def ask_valid(self, question: str, check: Callable[[str], _T], *, secret: bool = False) -> _T:
+        while True:
+            answer = self.ask(question, secret=secret)
+            try:
+                value = check(answer)
+            except InvalidRequest as exc:
+                self.strike(f"  {exc}")
+                continue
+            self.idle = 0
+            return value
