@@ -313,6 +313,23 @@ async def test_otp_steps_are_never_repeated(server: FakeHealthServer) -> None:
         assert server.calls("discover_link_init") == 3
 
 
+async def test_a_link_cancelled_in_flight_may_have_sent_its_otp(
+    server: FakeHealthServer, client: ha.HealthClient
+) -> None:
+    seed_two_patients(server)
+    flow = await client.abdm.discover_and_link(HIP)
+    server.inject("discover_link_init", Fault(latency=5, times=1))
+    task = asyncio.create_task(flow.link("CC-A"))
+    await asyncio.sleep(0.2)
+    assert server.calls("discover_link_init") == 1  # the request reached the service, its answer is late
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert at(flow) is LinkStep.SELECT_CARE_CONTEXT and unknown_send(flow)  # the request had left
+    await flow.link("CC-A")  # not busy any more
+    assert at(flow) is LinkStep.VERIFY_OTP and server.calls("discover_link_init") == 2
+
+
 async def test_the_discovery_is_a_read_retried_but_not_on_500(
     server: FakeHealthServer, client: ha.HealthClient
 ) -> None:

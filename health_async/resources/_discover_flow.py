@@ -47,6 +47,7 @@ refused. The ``txn_id`` lets whoever holds the state continue the link: keep it 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, overload
@@ -167,7 +168,8 @@ class DiscoverAndLink(GuidedFlow[LinkStep]):
                 sent.
             AbhaRateLimited, AbhaBlocked: the flow is now ``BLOCKED``. AbhaError: another refusal; the step is
                 unchanged.
-            OutcomeUnknown: the step is unchanged and :attr:`send_outcome_unknown` is True (see the module).
+            OutcomeUnknown: the step is unchanged and :attr:`send_outcome_unknown` is True (see the module); so
+                it is when the call is cancelled while in flight (the cancellation propagates).
         """
         self._expect("link", LinkStep.SELECT_CARE_CONTEXT)
         patient, chosen = self._pick(care_context_id, patient_id)
@@ -178,7 +180,8 @@ class DiscoverAndLink(GuidedFlow[LinkStep]):
                     txn_id, patient_ref, chosen, oid=self._oid, partner_user_id=self._partner_user_id
                 )
             )
-        except OutcomeUnknown:
+        except (OutcomeUnknown, asyncio.CancelledError):
+            # cancelled while in flight: the request may have gone out too (re-raised, never swallowed)
             self._send_outcome_unknown = True
             self._revision += 1
             raise
