@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import json
 import logging
 import re
@@ -13,6 +14,7 @@ import pytest
 
 import health_async as ha
 from health_async import errors as E
+from health_async._checks import plan_of
 from health_async.models import (
     AutoApprovalStatus,
     CareContextStatus,
@@ -24,6 +26,7 @@ from health_async.models import (
     PinResetStep,
     PinScope,
 )
+from health_async.resources import Consents
 from health_async.resources._consent_pin import ConsentPinReset
 from health_async.testing import FakeHealthServer, Fault
 
@@ -546,3 +549,39 @@ async def test_auto_approval_read_and_update(server: FakeHealthServer, client: h
         with pytest.raises(E.InvalidRequest, match="needs the patient"):
             await nobody.abdm.consents.set_auto_approval()
     assert server.calls("consents_set_auto_approval") == 2
+
+
+# ------------------------------------------------------------------------------------------ argument types
+
+
+def test_every_public_method_checks_its_argument_types() -> None:
+    # (tests/test_argument_types.py walks the client's own namespaces; client.abdm.consents is one level down)
+    methods = dict(m for m in inspect.getmembers(Consents, inspect.isfunction) if not m[0].startswith("_"))
+    assert set(methods) == {
+        "create",
+        "list",
+        "details",
+        "approve",
+        "deny",
+        "revoke",
+        "pin_exists",
+        "set_pin",
+        "verify_pin",
+        "change_pin",
+        "reset_pin",
+        "resume_pin_reset",
+        "auto_approval",
+        "set_auto_approval",
+    }
+    assert [name for name, f in methods.items() if not getattr(f, "__health_checked__", False)] == []
+    for func in methods.values():
+        plan_of(func)
+
+
+async def test_a_wrong_type_sends_nothing(server: FakeHealthServer, client: ha.HealthClient) -> None:
+    cid = seeded(server)
+    with pytest.raises(E.InvalidArgumentType, match="consent_id must be a str"):
+        await client.abdm.consents.approve(1, pin=PIN, artefacts=[])  # type: ignore[arg-type]
+    with pytest.raises(E.InvalidArgumentType, match="start must be a datetime"):
+        await client.abdm.consents.approve(cid, pin=PIN, artefacts=[], start="2024-01-01")  # type: ignore[arg-type]
+    assert pin_calls(server) == 0 and server.calls("consents_approve") == 0

@@ -47,25 +47,14 @@ import urllib.parse
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from .. import _routes as R
 from .._abha_input import normalize_abha_address
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, check_header_value, pick
+from .._config import NOT_GIVEN, NotGiven, check_header_value
 from .._files import StreamBody
 from .._retry import RetryPolicy
 from .._wire import structure, structure_many
-from ..errors import (
-    AbhaError,
-    ApiError,
-    ConsentOutcomeUnknown,
-    ConsentPinMismatch,
-    InvalidRequest,
-    OutcomeUnknown,
-    ResponseValidationError,
-    error_from_response,
-)
+from ..errors import ConsentOutcomeUnknown, InvalidRequest, ResponseValidationError
 from ..models._consents import (
     AutoApprovalPolicy,
     Consent,
@@ -74,16 +63,10 @@ from ..models._consents import (
     ConsentDetails,
     ConsentHiType,
     ConsentPurpose,
-    PinOtpSent,
-    PinResetStep,
     PinScope,
-    parse_pin_exists,
 )
 from ..models._records import HiType
-from . import _consent_pin
-from ._abdm_base import AbdmBase
-from ._base import settled
-from ._consent_pin import ConsentPinReset, normalize_consent_pin
+from ._consent_pin import ConsentPinMixin, normalize_consent_pin
 
 __all__ = ["Consents"]
 
@@ -93,10 +76,6 @@ _UNSAFE_ID: Final = re.compile(r"[\x00-\x20\x7f]")
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # newline and tab allowed in free text
 _HI_VALUES: Final = tuple(t.value for t in ConsentHiType if t is not ConsentHiType.UNKNOWN)
 _PURPOSES: Final = tuple(p.value for p in ConsentPurpose if p is not ConsentPurpose.UNKNOWN)
-# ``errors.error_from_response`` maps an ABHA error body only for the operations it names (``client.abha``'s):
-# an answer of ours is mapped as the ABHA operation of the same nature (an OTP check or not), under our name.
-_LIKE: Final = {True: "login_verify", False: "login_init"}
-
 Headers = dict[str, str]
 Params = list[tuple[str, str]]
 
@@ -231,44 +210,9 @@ def _form(fields: Mapping[str, str]) -> StreamBody:
     return StreamBody(size=len(raw), content_type="application/x-www-form-urlencoded", factory=chunks)
 
 
-# ------------------------------------------------------------------------------------------------ error answers
-
-
-def _refusal(exc: ApiError, operation: str, *, checks_otp: bool, checks_pin: bool) -> ApiError:
-    """The typed error an error answer stands for: the service's error body as an :class:`AbhaError` (or a
-    subclass), a 400 to a PIN check as :class:`ConsentPinMismatch`; anything else as it is."""
-    mapped: ApiError = exc
-    if not isinstance(exc, AbhaError):
-        like = _LIKE[checks_otp]
-        found = error_from_response(exc.status, exc.headers, exc.body, operation=like)
-        if isinstance(found, AbhaError):
-            mapped = type(found)(
-                operation + str(found).removeprefix(like),
-                code=found.code,
-                error=found.error,
-                source_error=found.source_error,
-                status=exc.status,
-                body=exc.body,
-                headers=exc.headers,
-                operation=operation,
-            )
-    if checks_pin and isinstance(mapped, AbhaError) and mapped.status == 400 and not mapped.is_rate_limited:
-        code = f" {mapped.source_code}" if mapped.source_code else ""
-        return ConsentPinMismatch(
-            f"{operation}: the consent PIN does not match (HTTP 400{code}); nothing was changed: ask for it again",
-            code=mapped.code,
-            error=mapped.error,
-            source_error=mapped.source_error,
-            status=mapped.status,
-            body=mapped.body,
-            headers=mapped.headers,
-            operation=operation,
-        )
-    return mapped
-
-
-class Consents(AbdmBase):
-    """Consents, the consent PIN and auto-approval: ``client.abdm.consents`` (see the module)."""
+class Consents(ConsentPinMixin):
+    """Consents, the consent PIN and auto-approval: ``client.abdm.consents`` (see the module). The PIN calls and the
+    request plumbing are in its base, :class:`~health_async.resources._consent_pin.ConsentPinMixin`."""
 
     # -------------------------------------------------------------------- the HIU's side
 
@@ -612,180 +556,6 @@ class Consents(AbdmBase):
         )
         return ids
 
-    # -------------------------------------------------------------------- the consent PIN
-
-    @checked
-    async def pin_exists(
-        self,
-        *,
-        oid: str | None = None,
-        partner_user_id: str | None = None,
-        retry: RetryPolicy | NotGiven = NOT_GIVEN,
-        timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> bool:
-        """``GET /abdm/v1/consents/pin/exists``: whether the patient has set a consent PIN (``ExistResponse``). A
-        read, retried as one except on HTTP 500."""
-        data = await self._call(
-            "GET",
-            R.PATH_PIN_EXISTS,
-            "consent_pin_exists",
-            once=False,
-            headers=self._headers(oid, partner_user_id),
-            retry=retry,
-            timeout=timeout,
-        )
-        return parse_pin_exists(data)
-
-    @checked
-    async def set_pin(
-        self,
-        pin: str,
-        *,
-        oid: str | None = None,
-        partner_user_id: str | None = None,
-        retry: RetryPolicy | NotGiven = NOT_GIVEN,
-        timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> None:
-        """``POST /abdm/v1/consents/pin/set``: set the patient's first consent PIN (4 digits, checked before
-        sending). Sent once. A PIN already set is refused by the service (an
-        :class:`~health_async.errors.AbhaError`): use :meth:`change_pin`, or :meth:`reset_pin` when it is
-        forgotten. On ``OutcomeUnknown`` ask :meth:`pin_exists` before setting again."""
-        code = normalize_consent_pin(pin)
-        await self._call(
-            "POST",
-            R.PATH_PIN_SET,
-            "consent_pin_set",
-            once=True,
-            headers=self._headers(oid, partner_user_id),
-            json={"pin": code},
-            retry=retry,
-            timeout=timeout,
-        )
-
-    @checked
-    async def verify_pin(
-        self,
-        pin: str,
-        *,
-        scope: PinScope | str | None = None,
-        oid: str | None = None,
-        partner_user_id: str | None = None,
-        retry: RetryPolicy | NotGiven = NOT_GIVEN,
-        timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> None:
-        """``POST /abdm/v1/consents/pin/verify``: check the patient's consent PIN (4 digits, checked before
-        sending), for ``scope`` (a :class:`~health_async.models.PinScope` or its value; none sent when ``None``).
-        :meth:`approve` and :meth:`revoke` do this themselves. Sent once (each wrong PIN counts toward ABDM's
-        block).
-
-        Raises:
-            InvalidConsentPin, InvalidRequest: nothing sent.
-            ConsentPinMismatch: wrong PIN. AbhaRateLimited, AbhaBlocked: too many wrong PINs.
-        """
-        code = normalize_consent_pin(pin)
-        if scope is None or isinstance(scope, PinScope):
-            chosen = scope
-        else:
-            try:
-                chosen = PinScope(scope)
-            except ValueError:
-                raise InvalidRequest(f"scope must be one of {', '.join(s.value for s in PinScope)}") from None
-        body: dict[str, str] = {"pin": code}
-        if chosen is not None:
-            body["scope"] = chosen.value
-        await self._call(
-            "POST",
-            R.PATH_PIN_VERIFY,
-            "consent_pin_verify",
-            once=True,
-            checks_pin=True,
-            headers=self._headers(oid, partner_user_id),
-            json=body,
-            retry=retry,
-            timeout=timeout,
-        )
-
-    @checked
-    async def change_pin(
-        self,
-        old_pin: str,
-        new_pin: str,
-        *,
-        oid: str | None = None,
-        partner_user_id: str | None = None,
-        retry: RetryPolicy | NotGiven = NOT_GIVEN,
-        timeout: float | NotGiven | None = NOT_GIVEN,
-    ) -> None:
-        """``POST /abdm/v1/consents/pin/change``: replace the consent PIN (``ChangeRequest``: ``old``, ``new``; 4
-        digits each, and different: judgement call, a change to the same PIN is refused locally). Sent once.
-
-        Raises:
-            InvalidConsentPin, InvalidRequest: nothing sent.
-            ConsentPinMismatch: ``old_pin`` is wrong; nothing changed.
-            OutcomeUnknown: the change may have taken effect: :meth:`verify_pin` with the new PIN tells.
-        """
-        old = normalize_consent_pin(old_pin, "old_pin")
-        new = normalize_consent_pin(new_pin, "new_pin")
-        if old == new:
-            raise InvalidRequest("new_pin must differ from old_pin")
-        await self._call(
-            "POST",
-            R.PATH_PIN_CHANGE,
-            "consent_pin_change",
-            once=True,
-            checks_pin=True,
-            headers=self._headers(oid, partner_user_id),
-            json={"old": old, "new": new},
-            retry=retry,
-            timeout=timeout,
-        )
-
-    @checked
-    async def reset_pin(
-        self,
-        *,
-        oid: str | None = None,
-        partner_user_id: str | None = None,
-        clock: Callable[[], float] | None = None,
-    ) -> ConsentPinReset:
-        """Start a guided reset of a forgotten consent PIN: ``POST /abdm/v1/consents/pin/forgot/init`` sends an
-        OTP to the patient's mobile (once); the flow (a
-        :class:`~health_async.resources._consent_pin.ConsentPinReset`) is at ``VERIFY_OTP``. Then
-        ``verify_otp(otp)`` (``pin/forgot/verify``) -> ``SET_PIN``, ``set_pin(new_pin)`` (``pin/reset``) -> ``DONE``.
-        Its ``otp_sent`` says where the OTP went (hidden from ``repr``) and for how long it is valid.
-
-        ``oid`` / ``partner_user_id`` apply to every call of the flow and are kept in its state; ``clock`` (epoch
-        seconds) is for tests.
-
-        Raises:
-            AbhaRateLimited, AbhaBlocked, AbhaError: the service refused.
-            OutcomeUnknown: an OTP may have been sent; there is no flow: start a new one (the OTP of a lost answer
-                cannot be used without its transaction).
-        """
-        headers = {"oid": oid, "partner_user_id": partner_user_id}
-        data = await self._call(
-            "POST",
-            R.PATH_PIN_FORGOT_INIT,
-            "consent_pin_forgot_init",
-            once=True,
-            headers=self._headers(oid, partner_user_id),
-        )
-        sent = PinOtpSent() if data is None else structure(data, PinOtpSent)
-        if not sent.txn_id:
-            raise ResponseValidationError("consent_pin_forgot_init: the service answered without a transaction id")
-        return ConsentPinReset(
-            self, txn_id=sent.txn_id, step=PinResetStep.VERIFY_OTP, headers=headers, sent=sent, clock=clock
-        )
-
-    @checked
-    def resume_pin_reset(
-        self, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Callable[[], float] | None = None
-    ) -> ConsentPinReset:
-        """Rebuild a PIN reset from its ``to_state()`` (nothing is sent); with ``seal=key`` from its sealed
-        ``str``. Raises :class:`~health_async.errors.InvalidRequest` naming the field of a state that is not one;
-        :class:`~health_async.errors.FlowStateInvalid` / ``FlowStateExpired`` for a sealed one."""
-        return _consent_pin.resume(self, state, seal=seal, clock=clock)
-
     # -------------------------------------------------------------------- auto-approval
 
     @checked
@@ -849,31 +619,6 @@ class Consents(AbdmBase):
 
     # -------------------------------------------------------------------- plumbing
 
-    async def _forgot_verify(
-        self, txn_id: str, otp: str, *, oid: str | None = None, partner_user_id: str | None = None
-    ) -> None:
-        """``POST /abdm/v1/consents/pin/forgot/verify`` (the reset flow's step; its input checked there)."""
-        await self._call(
-            "POST",
-            R.PATH_PIN_FORGOT_VERIFY,
-            "consent_pin_forgot_verify",
-            once=True,
-            checks_otp=True,
-            headers=self._headers(oid, partner_user_id),
-            json={"txn_id": txn_id, "otp": otp},
-        )
-
-    async def _reset(self, pin: str, *, oid: str | None = None, partner_user_id: str | None = None) -> None:
-        """``POST /abdm/v1/consents/pin/reset`` (the reset flow's last step; the PIN checked there)."""
-        await self._call(
-            "POST",
-            R.PATH_PIN_RESET,
-            "consent_pin_reset",
-            once=True,
-            headers=self._headers(oid, partner_user_id),
-            json={"pin": pin},
-        )
-
     def _who(self, oid: str | None, partner_user_id: str | None) -> tuple[Headers, Params]:
         """The partner headers, and the ``oid`` query parameter of the operations that define it."""
         params: Params = [] if oid is None else [("oid", check_header_value("oid", oid))]
@@ -898,73 +643,3 @@ class Consents(AbdmBase):
             )
 
         return make
-
-    async def _pin_check(
-        self,
-        pin: str,
-        scope: PinScope,
-        operation: str,
-        headers: Headers,
-        retry: RetryPolicy | NotGiven,
-        timeout: float | NotGiven | None,
-    ) -> None:
-        """The PIN check before ``operation``; an unknown outcome says that ``operation`` was not sent."""
-        try:
-            await self._call(
-                "POST",
-                R.PATH_PIN_VERIFY,
-                "consent_pin_verify",
-                once=True,
-                checks_pin=True,
-                headers=headers,
-                json={"pin": pin, "scope": scope.value},
-                retry=retry,
-                timeout=timeout,
-            )
-        except OutcomeUnknown as exc:
-            raise OutcomeUnknown(
-                f"{operation}: the consent PIN check may or may not have been answered; {operation} was NOT sent. "
-                "Calling it again is safe",
-                operation="consent_pin_verify",
-            ) from (exc.__cause__ or exc)
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        operation: str,
-        *,
-        once: bool,
-        checks_otp: bool = False,
-        checks_pin: bool = False,
-        unknown: Callable[[], OutcomeUnknown] | None = None,
-        retry: RetryPolicy | NotGiven = NOT_GIVEN,
-        timeout: float | NotGiven | None = NOT_GIVEN,
-        **kwargs: Any,
-    ) -> Any:
-        """One request: sent once (``once``), or read (retried, except on HTTP 500); its error answer typed (see
-        :func:`_refusal`: a definite refusal is raised as such, never as an unknown outcome); an unknown outcome
-        raised as ``unknown()`` when given."""
-        try:
-            if once:
-                return await self._send_once(method, path, operation=operation, retry=retry, timeout=timeout, **kwargs)
-            policy = pick(retry, self._session.config.retry)
-            # (attrs' plugin cannot read the frozenset converter's type)
-            policy = attrs.evolve(policy, retry_statuses=policy.retry_statuses - {500})  # type: ignore[arg-type]
-            return await self._session.request(
-                method, path, operation=operation, idempotent=True, retry=policy, timeout=timeout, **kwargs
-            )
-        except OutcomeUnknown as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ApiError):
-                mapped = _refusal(cause, operation, checks_otp=checks_otp, checks_pin=checks_pin)
-                if isinstance(mapped, AbhaError) and settled(mapped):
-                    raise mapped from None
-            if unknown is None:
-                raise
-            raise unknown() from (cause or exc)
-        except ApiError as exc:
-            mapped = _refusal(exc, operation, checks_otp=checks_otp, checks_pin=checks_pin)
-            if mapped is exc:
-                raise
-            raise mapped from None
