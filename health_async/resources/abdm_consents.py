@@ -524,6 +524,7 @@ class Consents(ConsentPinMixin):
         Raises:
             InvalidRequest, InvalidConsentPin: a rule broken, or neither id given, or the consent has no artefact
                 (not granted); nothing sent.
+            NotFoundError: (``consent_id`` alone) the patient has no such consent request; nothing revoked.
             ConsentPinMismatch: wrong PIN; nothing revoked.
             OutcomeUnknown: the PIN check's outcome is unknown; the revoke was not sent (calling again is safe).
             ConsentOutcomeUnknown: the revoke may have taken effect: check :meth:`details` (or the request's
