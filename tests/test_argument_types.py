@@ -22,14 +22,35 @@ from health_async.errors import InvalidRequest
 
 from .conftest import FAST_RETRY, Serve
 
-#: Every resource namespace of the client, found (a new one joins the walk by itself).
-RESOURCES = tuple(name for name, attr in vars(ha.HealthClient).items() if isinstance(attr, functools.cached_property))
+
+def _namespaces(cls: type, prefix: str = "") -> list[str]:
+    """The resource namespaces under ``cls`` (its cached properties), nested ones (``abdm.consents``) included."""
+    found = []
+    for name, attr in inspect.getmembers(cls):
+        if isinstance(attr, functools.cached_property) and not name.startswith("_"):
+            found.append(f"{prefix}{name}")
+            returned = inspect.signature(attr.func).return_annotation
+            inner = getattr(ha.resources, returned, None) if isinstance(returned, str) else returned
+            if isinstance(inner, type):
+                found += _namespaces(inner, f"{prefix}{name}.")
+    return found
+
+
+#: Every resource namespace of the client, nested ones included, found (a new one joins the walk by itself).
+RESOURCES = tuple(_namespaces(ha.HealthClient))
+
+
+def _resolve(client: ha.HealthClient, resource: str) -> Any:
+    target: Any = client
+    for part in resource.split("."):
+        target = getattr(target, part)
+    return target
 
 
 def _resource_class(resource: str) -> type:
     """The class behind ``client.<resource>`` (a client made without a network, never opened)."""
     client = ha.HealthClient(base_url="http://127.0.0.1:9", client_id="c", token="t")
-    return type(getattr(client, resource))
+    return type(_resolve(client, resource))
 
 
 METHODS = [
@@ -69,7 +90,7 @@ def _is(value: Any, kinds: tuple[type, ...]) -> bool:
 
 
 def test_every_public_method_checks_its_argument_types() -> None:
-    assert {"documents", "abha", "profiles", "patients", "cases", "abdm"} <= set(RESOURCES)
+    assert {"documents", "abha", "profiles", "patients", "cases", "abdm", "abdm.consents"} <= set(RESOURCES)
     assert len(METHODS) > 40
     unchecked = [f"{r}.{n}" for r, n, f in METHODS if not getattr(f, "__health_checked__", False)]
     assert unchecked == []
@@ -91,7 +112,7 @@ async def counting(serve: Serve) -> AsyncIterator[tuple[ha.HealthClient, list[st
 
 
 async def _call(client: ha.HealthClient, resource: str, name: str, kwargs: dict[str, Any]) -> None:
-    result = getattr(getattr(client, resource), name)(**kwargs)
+    result = getattr(_resolve(client, resource), name)(**kwargs)
     if inspect.isawaitable(result):
         await result
     elif isinstance(result, AsyncIterator):
