@@ -20,11 +20,16 @@ The tree::
     ├── ResponseValidationError       a 2XX body that does not fit the expected model, or is not JSON
     ├── ResponseTooLarge              a response body over the configured cap
     ├── EncryptionError               JWE failure; deliberately without detail (no padding oracle)
+    │   └── HealthDataUnreadable      an ABDM data push entry that does not open (names its care context)
+    │       └── HealthDataChecksumMismatch  its plain text does not have the checksum sent with it
     ├── OutcomeUnknown                a call that is not idempotent may or may not have taken effect
     │   ├── AccountLikelyCreated      an ABHA create whose answer was lost, and the address now exists
-    │   └── ConsentOutcomeUnknown     an approve, deny or revoke of a consent that may have taken effect
+    │   ├── ConsentOutcomeUnknown     an approve, deny or revoke of a consent that may have taken effect
+    │   └── ShareOutcomeUnknown       a Scan & Share that may have reached the service (``request_id``)
     ├── ProcessingFailed              the service could not process a document (status ERROR; ``errors``)
     ├── ProcessingTimeout             waiting for processing reached its deadline (also a TimeoutError)
+    ├── ScanShareTimeout              no token from the facility before the deadline (also a TimeoutError)
+    ├── ScanShareFailed               the Scan & Share failed (status ``failed``)
     ├── UploadFailed                  a presigned upload was refused for one file (``code``, ``file_index``)
     ├── WebhookSignatureError         a webhook whose signature, timestamp or body does not verify
     ├── RayEngineError                the Ray ingest engine cannot go on (also a RuntimeError)

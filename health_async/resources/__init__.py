@@ -2,6 +2,8 @@
 ``client.patients``, ``client.cases``, ``client.abdm``, ``client.webhook_subscriptions``."""
 
 from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
+from ._consent_pin import ConsentPinReset
+from ._discover_flow import DiscoverAndLink
 from .abdm import Abdm
 from .abdm_consents import Consents
 from .abha import Abha
@@ -19,7 +21,9 @@ __all__ = [
     "AbhaLogin",
     "AbhaSession",
     "Cases",
+    "ConsentPinReset",
     "Consents",
+    "DiscoverAndLink",
     "Documents",
     "KycUpgrade",
     "MobileRegistration",
