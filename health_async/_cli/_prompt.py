@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import sys
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from typing import IO, Protocol, TypeVar
 
 from ..errors import InvalidRequest
 
-__all__ = ["MAX_IDLE_ANSWERS", "Conversation", "GiveUp", "Prompt", "default_prompt"]
+__all__ = ["MAX_IDLE_ANSWERS", "Conversation", "GiveUp", "Prompt", "checkpoint", "default_prompt"]
 
 #: Answers that do not move the flow on (bad input, a refused resend, a wrong OTP) before the command gives up.
 MAX_IDLE_ANSWERS = 8
@@ -79,3 +80,12 @@ class Conversation:
                 continue
             self.idle = 0
             return value
+
+
+async def checkpoint() -> None:
+    """Let a Ctrl-C pressed while a prompt waited take effect, before anything is sent with the answer.
+
+    Under :func:`asyncio.run` a first Ctrl-C does not interrupt a blocking prompt: it cancels the main task, which
+    notices only at its next suspension point, and that may be the request the answer was for. Awaiting this right
+    after a question lets the pending cancellation raise :class:`asyncio.CancelledError` here instead."""
+    await asyncio.sleep(0)

@@ -7,6 +7,9 @@
                            [--data BUNDLE.json] [--json]
     health-async abdm linked --hip-id H [--oid O] [--json] [--show-display]
 
+(The patient's side, ``abdm consents list | show | approve | deny | revoke`` and ``abdm discover``, is
+:mod:`health_async._cli.abdm_patient`'s, registered here.)
+
 ``abdm link`` links one care context to the patient's ABHA. The service answers 202: the link is *sent*, and its
 outcome (``LINKED`` / ``ERRORED``) comes later in an ``abha.link_care_context`` webhook (``health-async webhooks
 serve`` shows it). It prints one line saying so (``--json``: one JSON object). ``--data FILE`` (``-``: stdin) is the
@@ -38,6 +41,7 @@ from typing import Any, Final
 from ..errors import InvalidRequest, OutcomeUnknown
 from ..models import HiType
 from ..models._abdm import CareContext, LinkedCareContext
+from . import abdm_patient
 from ._output import Command, InputError, emit, error_json, open_input
 
 __all__ = ["NO_CLIENT", "add_commands"]
@@ -141,16 +145,22 @@ _HANDLERS: dict[str, Command] = {"link": _link, "linked": _linked}
 
 
 async def _abdm(client: Any, args: argparse.Namespace) -> int:
+    patient: Command | None = getattr(args, "abdm_run", None)  # consents ..., discover
+    if patient is not None:
+        return await patient(client, args)
     return await _HANDLERS[args.abdm_command](client, args)
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
-    """Add ``abdm`` (``link``, ``linked``) to ``sub``; return ``{"abdm": handler}``."""
+    """Add ``abdm`` (``link``, ``linked``, and :mod:`.abdm_patient`'s ``consents ...`` and ``discover``) to
+    ``sub``; return ``{"abdm": handler}``."""
     parser = sub.add_parser(
         "abdm",
-        help="ABDM, hospital side: link a care context to an ABHA, list the linked ones",
-        description="ABDM exchange commands for a hospital (HIP). Link outcomes arrive by webhook "
-        f"({LINK_EVENT}): see 'health-async webhooks serve'.",
+        help="ABDM: link a care context to an ABHA, list the linked ones (hospital side); consents and "
+        "discover-and-link (patient side)",
+        description="ABDM exchange commands for a hospital (HIP): link, linked; link outcomes arrive by webhook "
+        f"({LINK_EVENT}): see 'health-async webhooks serve'. For a patient: consents (list, show, approve, deny, "
+        "revoke) and discover (find records at a facility and link them, interactive).",
     )
     asub = parser.add_subparsers(dest="abdm_command", required=True, metavar="SUBCOMMAND")
 
@@ -190,4 +200,5 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument("--oid", metavar="O", help="the patient's OID (default: --user-id / HEALTH_ASYNC_USER_ID)")
     p.add_argument("--json", action="store_true", help="one JSON object per care context instead of a table")
     p.add_argument("--show-display", action="store_true", help="also show each display text (health data)")
+    abdm_patient.add_commands(asub, common)
     return {"abdm": _abdm}
