@@ -18,7 +18,7 @@ import pytest
 import health_async as ha
 from health_async import webhooks
 from health_async.abdm_crypto import KeyMaterial
-from health_async.models import ConsentArtefact, ConsentStatus, HealthDataStatus, LinkStep
+from health_async.models import ConsentArtefact, ConsentStatus, HealthDataStatus, LinkStep, RequestStatus
 from health_async.testing import FakeHealthServer
 from health_async.testing._abdm_hiu import sample_bundle
 
@@ -82,7 +82,9 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         )
         assert created.consent_init_id
 
-        # the patient sees the request, sets the consent PIN and approves the linked record with it
+        # the patient sees the request (in the inbox and the consents), sets the PIN and approves the record with it
+        inbox = await patient.abdm.requests()
+        assert [r.id for r in inbox.consents] == [created.consent_init_id]
         waiting = [c for c in await patient.abdm.consents.list(patient_oid=PATIENT_OID)]
         assert [c.status for c in waiting] == [ConsentStatus.REQUESTED]
         consent_id = waiting[0].consent_id
@@ -107,6 +109,12 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         assert server.abdm_hiu.acknowledgements[0]["status_response"] == [
             {"care_context_id": "CC-VISIT", "success": True}
         ]
+
+        # later the patient cuts the requester off: the consent's artefacts, read from the inbox, are revoked
+        assert [r.id for r in (await patient.abdm.requests(RequestStatus.GRANTED)).consents] == [consent_id]
+        revoked = await patient.abdm.consents.revoke(consent_id, pin=PIN)
+        assert list(revoked) == server.abdm_consents.artefact_ids(consent_id)
+        assert server.abdm_consents.consents[consent_id]["artefacts"][0]["status"] == "REVOKED"
 
 
 async def test_an_approval_without_a_requester_listening_pushes_nothing(server: FakeHealthServer) -> None:

@@ -212,6 +212,47 @@ class FakeConsents(Domain):
             hiu={"clinic_id": clinic_id, "d_oid": doctor_oid},
         )
 
+    def inbox_items(self) -> list[dict[str, Any]]:
+        """The consents as the patient's request inbox shows them (``GET /abdm/v1/requests`` and
+        ``/abdm/v1/request``: registration.yml's ``DetailsResponse``, plus ``patient`` and ``kind``), for
+        :attr:`FakeRequests.sources <health_async.testing._abdm_requests.FakeRequests.sources>`; a consent of no
+        known patient (an HIU's request by ABHA address alone) is in no inbox."""
+        items = []
+        for consent in self.consents.values():
+            if consent["patient"] is None:
+                continue
+            granted = {a["hip_id"]: a for a in consent["artefacts"]}
+            hips = consent["hip_ids"] or list(granted)
+            items.append(
+                {
+                    "patient": consent["patient"],
+                    "kind": "consent",
+                    "id": consent["consent_id"],
+                    "status": consent["status"].lower(),
+                    "access_mode": "view",
+                    "created_at": consent["c_at"],
+                    "updated_at": consent["u_at"],
+                    "erase_at": consent["period"]["expiry"],
+                    "duration": {"from": consent["period"]["from"], "to": consent["period"]["to"]},
+                    "hi_types": [{"id": t, "display": t, "enabled": True} for t in consent["hi_types"]],
+                    "hiu": {"id": consent["hiu"].get("clinic_id") or "HIU-1", "name": "Fake HIU"},
+                    "providers": [
+                        {
+                            "hip": {"id": hip, "name": f"{hip} hospital"},
+                            "care_contexts": [
+                                {"id": cid, "display": f"visit {cid}"}
+                                for cid in (granted[hip]["care_contexts"] if hip in granted else [])
+                            ],
+                            "consent_artefact_id": granted[hip]["artefact_id"] if hip in granted else None,
+                        }
+                        for hip in hips
+                    ],
+                    "purpose": {"code": "CAREMGT", "text": consent["purpose"]},
+                    "requester": {"name": "Dr Fake"},
+                }
+            )
+        return items
+
     def artefact_ids(self, consent_id: str) -> list[str]:
         """The consent artefact ids of a consent (one per HIP approved; empty before the approval)."""
         return [a["artefact_id"] for a in self.consents[consent_id]["artefacts"]]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
@@ -59,6 +59,9 @@ class FakeRequests(Domain):
         super().__init__(server)
         #: request id -> the stored request (``DetailsResponse`` fields, plus ``patient`` and ``kind``).
         self.items: dict[str, dict[str, Any]] = {}
+        #: Other domains' requests, read at each call in the same form as :attr:`items` (the server adds the fake
+        #: consents' here, so a consent request made by an HIU is in the patient's inbox).
+        self.sources: list[Callable[[], Iterable[dict[str, Any]]]] = []
 
     def add_routes(self, app: web.Application) -> None:
         route = self.server._route
@@ -67,6 +70,11 @@ class FakeRequests(Domain):
 
     def reset(self) -> None:
         self.items.clear()
+
+    def _all(self) -> dict[str, dict[str, Any]]:
+        merged = {item["id"]: item for source in self.sources for item in source()}
+        merged.update(self.items)
+        return merged
 
     def add(
         self,
@@ -140,7 +148,7 @@ class FakeRequests(Domain):
         lists: dict[str, list[dict[str, Any]] | None] = {
             key: ([] if kind in (name, "all") else None) for name, key in _LIST_KEYS.items()
         }
-        for item in self.items.values():
+        for item in self._all().values():
             held = lists[_LIST_KEYS[item["kind"]]]
             if held is not None and item["patient"] == patient and item["status"] == status:
                 held.append({k: item[k] for k in _SUMMARY})
@@ -155,7 +163,7 @@ class FakeRequests(Domain):
             return _error("type must be consent or subscription")
         if status is not None and status not in STATUSES:
             return _error("status is not one of the enum's values")
-        item = self.items.get(rid)
+        item = self._all().get(rid)
         if (
             item is None
             or item["patient"] != self._patient(request)
