@@ -18,7 +18,7 @@ import pytest
 import health_async as ha
 from health_async import webhooks
 from health_async.abdm_crypto import KeyMaterial
-from health_async.models import ConsentArtefact, ConsentStatus, HealthDataStatus, LinkStep, RequestStatus
+from health_async.models import ConsentArtefact, ConsentStatus, ConsentUpdate, HealthDataStatus, LinkStep, RequestStatus
 from health_async.testing import FakeHealthServer
 from health_async.testing._abdm_hiu import sample_bundle
 
@@ -49,12 +49,15 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
 ) -> None:
     server.abdm_discover.add_records(HIP, PATIENT_OID, [("CC-VISIT", "OP visit, 3 March")], patient_id="MRN-7")
     events: list[webhooks.WebhookEvent] = []
+    updates: list[ConsentUpdate] = []
     arrived = asyncio.Event()
 
     async def on_event(event: webhooks.WebhookEvent) -> None:
         if event.kind is webhooks.EventKind.HIU_DATA_PUSH:
             events.append(event)
             arrived.set()
+        elif isinstance(payload := event.payload(), ConsentUpdate):
+            updates.append(payload)
 
     async with client_for(server, PATIENT_OID) as patient, client_for(server, HIU_OID) as hiu:
         # the patient's app: find the hospital, discover the record, link it with the OTP the patient received
@@ -97,7 +100,6 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         # the hospital (the fake) pushes the approved record; the requester's receiver gets it and decrypts it
         await asyncio.wait_for(arrived.wait(), 10)
         await server.abdm.flush()
-        await handler.aclose()
         assert len(events) == 1
         received = hiu.abdm.decrypt_health_data(events[0], material)
         assert [b.care_context_id for b in received] == ["CC-VISIT"]
@@ -115,6 +117,16 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         revoked = await patient.abdm.consents.revoke(consent_id, pin=PIN)
         assert list(revoked) == server.abdm_consents.artefact_ids(consent_id)
         assert server.abdm_consents.consents[consent_id]["artefacts"][0]["status"] == "REVOKED"
+
+        # the requester was told of each change by the signed abha.consent_update webhook, typed
+        await server.abdm.flush()
+        await handler.aclose()
+        assert [(u.status, u.notification and u.notification.consent_request_id) for u in updates] == [
+            ("GRANTED", consent_id),
+            ("REVOKED", consent_id),
+        ]
+        assert updates[1].notification is not None
+        assert [a.id for a in updates[1].notification.consent_artefacts] == list(revoked)
 
 
 async def test_an_approval_without_a_requester_listening_pushes_nothing(server: FakeHealthServer) -> None:

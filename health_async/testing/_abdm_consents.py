@@ -157,6 +157,11 @@ class FakeConsents(Domain):
         #: the order of ``hip_ids``) and ``artefacts`` (list of ``{"artefact_id", "hip_id", "care_context_ids",
         #: "hi_types"}``). ``None``: nothing is called. Not cleared by ``reset``.
         self.on_approved: ApprovedHook | None = None
+        #: Awaited after every change of a consent's status (approved, denied, an artefact revoked) with
+        #: ``{"consent_id", "status", "artefact_ids"}`` (the consent's status as stored, ``GRANTED``, ``DENIED``,
+        #: ``REVOKED``; the artefacts it changed). The server wires it to the fake HIU's ``abha.consent_update``
+        #: webhook. ``None``: nothing is called. Not cleared by ``reset``.
+        self.on_status_changed: ApprovedHook | None = None
         self._wrong_pins: dict[str, int] = {}
         self._authorised: dict[str, set[str]] = {}
         self._txns: dict[str, dict[str, Any]] = {}
@@ -506,6 +511,7 @@ class FakeConsents(Domain):
                     ],
                 }
             )
+        await self._changed(consent, [a["artefact_id"] for a in artefacts])
 
     async def _deny(self, request: web.Request, body: dict[str, Any]) -> None:
         user = self._user(request)
@@ -516,6 +522,7 @@ class FakeConsents(Domain):
         if consent["status"] != "REQUESTED":
             raise _invalid_request()
         consent.update(status="DENIED", reason=reason, u_at=_stamp())
+        await self._changed(consent, [])
 
     async def _revoke(self, request: web.Request, body: dict[str, Any]) -> None:
         user = self._user(request)
@@ -542,6 +549,14 @@ class FakeConsents(Domain):
             consent["u_at"] = _stamp()
             if all(a["status"] == "REVOKED" for a in consent["artefacts"]):
                 consent["status"] = "REVOKED"
+        for consent in {id(c): c for c, _ in found}.values():
+            await self._changed(consent, [a["artefact_id"] for c, a in found if c is consent])
+
+    async def _changed(self, consent: dict[str, Any], artefact_ids: list[str]) -> None:
+        if self.on_status_changed is not None:
+            await self.on_status_changed(
+                {"consent_id": consent["consent_id"], "status": consent["status"], "artefact_ids": artefact_ids}
+            )
 
     # auto-approval
 

@@ -48,10 +48,11 @@ if TYPE_CHECKING:
     from ._common import RecordedRequest
     from ._domain import Server
 
-__all__ = ["DATA_PUSH_EVENT", "ROUTES", "DataPushSent", "FakeHiu", "sample_bundle"]
+__all__ = ["CONSENT_UPDATE_EVENT", "DATA_PUSH_EVENT", "ROUTES", "DataPushSent", "FakeHiu", "sample_bundle"]
 
 ROUTES: Final[tuple[str, ...]] = ("hiu_keyset", "hiu_data_on_push")
 DATA_PUSH_EVENT: Final = "abha.hiu_data_push"
+CONSENT_UPDATE_EVENT: Final = "abha.consent_update"
 _NONCE_SIZE: Final = 32
 
 
@@ -168,6 +169,31 @@ class FakeHiu(Domain):
                 "artefact_ids": [artefact["artefact_id"]],
             }
             abdm.in_background(self._push_quietly(consent))
+
+    async def consent_changed(self, change: Mapping[str, Any]) -> None:
+        """Tell the HIU that a consent's status changed: the signed ``abha.consent_update`` webhook
+        (``webhooks/consent-update.mdx``: ``data`` ``{timestamp, status, notification: {consentRequestId, status,
+        consentArtefacts}}``), in the background, when a webhook URL is registered. The server wires this to
+        :attr:`FakeConsents.on_status_changed <health_async.testing._abdm_consents.FakeConsents.on_status_changed>`."""
+        abdm = getattr(self.server, "abdm", None)
+        if not isinstance(abdm, FakeAbdm) or not abdm.webhooks_registered:
+            return
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        data = {
+            "timestamp": now,
+            "status": change["status"],
+            "notification": {
+                "consentRequestId": change["consent_id"],
+                "status": change["status"],
+                "consentArtefacts": [{"id": artefact_id} for artefact_id in change["artefact_ids"]],
+            },
+        }
+        abdm.in_background(self._notify(data))
+
+    async def _notify(self, data: dict[str, Any]) -> None:
+        abdm = getattr(self.server, "abdm", None)
+        if isinstance(abdm, FakeAbdm) and abdm.webhooks_registered:  # still registered when the task runs
+            await abdm.send_webhook(CONSENT_UPDATE_EVENT, str(uuid.uuid4()), data)
 
     async def _push_quietly(self, consent: dict[str, Any]) -> None:
         try:

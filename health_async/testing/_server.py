@@ -150,6 +150,7 @@ class FakeHealthServer:
         self.abdm_requests = _abdm_requests.FakeRequests(self)
         # the fake plays ABDM's exchange after an approval: the HIPs push the records to the HIU's webhook
         self.abdm_consents.on_approved = self.abdm_hiu.answer_approval
+        self.abdm_consents.on_status_changed = self.abdm_hiu.consent_changed
         # ... and a consent request is in the patient's request inbox
         self.abdm_requests.sources.append(self.abdm_consents.inbox_items)
         self._domains: tuple[_domain.Domain, ...] = (
