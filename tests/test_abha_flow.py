@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -723,6 +724,30 @@ def test_cli_main_register_and_ctrl_c(monkeypatch: pytest.MonkeyPatch, capsys: p
         assert cli.main(["abha", "register", "--aadhaar"]) == 130
         out, err = capsys.readouterr()
         assert out == "" and "Traceback" not in err and "cancelled" in err
+
+
+def test_cli_a_real_ctrl_c_at_the_otp_prompt_sends_no_verify(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under ``asyncio.run`` a first Ctrl-C does not interrupt a blocking prompt (the prompt goes on and returns
+    what was typed); the command must still stop before it sends that OTP."""
+    with ServerThread(documents_per_user=1) as srv:
+        for name, value in (("BASE_URL", srv.url), ("TOKEN", srv.token), ("CLIENT_ID", srv.client_id)):
+            monkeypatch.setenv(f"HEALTH_ASYNC_{name}", value)
+        prompt = FakePrompt(srv, [])
+        otp = prompt.otp()
+
+        def at_the_otp_sigint(question: str, *, secret: bool = False) -> str:
+            if "OTP" in question:
+                signal.raise_signal(signal.SIGINT)
+                return otp() if callable(otp) else otp
+            return "asha.verma@sbx"
+
+        monkeypatch.setattr(abha_cli, "PROMPT", at_the_otp_sigint)
+        assert cli.main(["abha", "login"]) == 130
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err and "cancelled" in err
+        assert srv.calls("login_init") == 1 and srv.calls("login_verify") == 0
 
 
 def test_cli_help() -> None:

@@ -132,7 +132,7 @@ from . import abha_account
 from ._output import Command, emit, error_json
 from ._prompt import Conversation as _Conversation
 from ._prompt import GiveUp as _GiveUp
-from ._prompt import Prompt, default_prompt
+from ._prompt import Prompt, checkpoint, default_prompt
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -185,6 +185,7 @@ async def _otp_step(flow: AbhaFlow, talk: _Conversation, mobile: str | None) -> 
     mobile_step = flow.next_step is FlowStep.VERIFY_MOBILE_OTP
     what = "OTP sent to the new mobile number" if mobile_step else "OTP"
     answer = talk.ask(f"{what} (typing is not shown; Enter alone sends a new one): ", secret=True)
+    await checkpoint()
     if not answer:
         try:
             await flow.resend_otp()
@@ -244,6 +245,7 @@ async def _select_step(flow: AbhaFlow, talk: _Conversation) -> None:
     _list_accounts(flow, talk)
     count = len(flow.accounts)
     address = talk.ask_valid(f"Which one [1-{count}] (Enter: 1): ", lambda a: _pick(flow, a or "1"))
+    await checkpoint()
     await flow.choose(address)
 
 
@@ -315,6 +317,7 @@ async def _create_step(
         talk.say("ABHA addresses already use this mobile number:")
         _list_accounts(flow, talk)
         answer = talk.ask("Type a number to log in with one of them, or Enter to create a new address: ")
+        await checkpoint()
         if answer:
             try:
                 address = _pick(flow, answer)
@@ -331,6 +334,7 @@ async def _create_step(
         talk.say("Free ABHA addresses: " + ", ".join(suggestions))
     default = f" (Enter: {suggestions[0]})" if suggestions else ""
     answer = talk.ask(f"New ABHA address, e.g. name.surname@abdm{default}: ") or (suggestions[0] if suggestions else "")
+    await checkpoint()
     try:
         address = normalize_abha_address(answer, new=True)
     except InvalidRequest as exc:
@@ -438,6 +442,9 @@ async def _converse(
     except KeyboardInterrupt:
         talk.say(f"\n{label}: cancelled; nothing more was sent.")
         return 130
+    except asyncio.CancelledError:  # a Ctrl-C while a prompt waited, taken at the checkpoint after it (130)
+        talk.say(f"\n{label}: cancelled; nothing more was sent.")
+        raise
     except EOFError:  # stdin ended (a script, a closed pipe): an error of the input, not the person's Ctrl-C
         talk.say(f"\n{label}: input ended before the flow did; nothing more was sent.")
         return 1
@@ -465,10 +472,12 @@ async def run_register(
     async def start() -> AbhaFlow:
         if args.mobile:
             mobile = talk.ask_valid("Mobile number (typing is not shown): ", normalize_mobile, secret=True)
+            await checkpoint()
             return await client.abha.register_with_mobile(mobile, **headers)
         number = talk.ask_valid(
             "Aadhaar number (typing is not shown): ", lambda n: normalize_aadhaar(n, validate=validate), secret=True
         )
+        await checkpoint()
         return await client.abha.register_with_aadhaar(number, validate=validate, **headers)
 
     return await _converse("abha register", client, talk, start, headers, ask_mobile=not args.mobile)
@@ -493,6 +502,7 @@ async def run_login(
 
     async def start() -> AbhaFlow:
         identifier = talk.ask_valid(question, check, secret=secret)
+        await checkpoint()
         return await client.abha.login(method, identifier, **headers)
 
     return await _converse("abha login", client, talk, start, headers, ask_mobile=False)
@@ -540,6 +550,7 @@ async def run_kyc(
         identifier = talk.ask_valid(
             _KYC_QUESTIONS[method], lambda n: _kyc_identifier(method, n, validate=validate), secret=True
         )
+        await checkpoint()
         return await client.abha.kyc(method, identifier, validate=validate, **headers)
 
     return await _converse("abha kyc", client, talk, start, {}, ask_mobile=False)
