@@ -245,9 +245,7 @@ def _called_routes() -> set[str]:
     """The paths of :mod:`health_async._routes` that some module of the package uses: a path declared ahead of the
     code that calls it (the rooms of a coming issue) needs no row until that code lands."""
     package = Path(ha.__file__).resolve().parent
-    sources = "\n".join(
-        path.read_text(encoding="utf-8") for path in package.rglob("*.py") if path.name != "_routes.py"
-    )
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in package.rglob("*.py") if path.name != "_routes.py")
     return {
         value.rstrip("/")
         for name, value in vars(_routes).items()
