@@ -54,11 +54,10 @@ from typing import TYPE_CHECKING, Any, Final
 from aiohttp import web
 
 from . import _routes as R
-from ._abha import _bad_body, _no_txn, _Refusal
 from ._domain import Domain
+from ._refusals import Refusal, bad_body, json_route, no_txn, otp_lock
 
 if TYPE_CHECKING:
-    from ._common import Handler, RecordedRequest
     from ._domain import Server
 
 __all__ = ["HI_TYPES", "PURPOSES", "ROUTES", "FakeConsents"]
@@ -109,12 +108,12 @@ def _stamp(when: dt.datetime | None = None) -> str:
     return (when or dt.datetime.now(dt.UTC)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def _invalid_request() -> _Refusal:
-    return _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+def _invalid_request() -> Refusal:
+    return Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
 
 
-def _unknown_consent() -> _Refusal:
-    return _Refusal(500, "Something went wrong", "ABDM-1039", "Invalid Consent request id")
+def _unknown_consent() -> Refusal:
+    return Refusal(500, "Something went wrong", "ABDM-1039", "Invalid Consent request id")
 
 
 def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
@@ -293,7 +292,7 @@ class FakeConsents(Domain):
     def _user(request: web.Request, form: str | None = None) -> str:
         user = form or request.query.get("oid") or request.headers.get(R.PT_ID)
         if not user:
-            raise _Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
+            raise Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
         return user
 
     def _consent_of(self, user: str, consent_id: Any) -> dict[str, Any]:
@@ -304,15 +303,15 @@ class FakeConsents(Domain):
 
     def _check_pin(self, user: str, pin: Any) -> None:
         if not isinstance(pin, str) or not _PIN.fullmatch(pin):
-            raise _bad_body()
+            raise bad_body()
         held = self.pins.get(user)
         if held is None:
-            raise _Refusal(404, "No data found", "ABDM-1001", "Consent PIN not set")
+            raise Refusal(404, "No data found", "ABDM-1001", "Consent PIN not set")
         if self._wrong_pins.get(user, 0) >= self.max_pin_attempts:
-            raise _Refusal(500, "Too many requests", "ABDM-1022", "Too many requests")
+            raise Refusal(500, "Too many requests", "ABDM-1022", "Too many requests")
         if pin != held:
             self._wrong_pins[user] = self._wrong_pins.get(user, 0) + 1
-            raise _Refusal(400, "Invalid PIN", "ABDM-1035", "PIN does not match")
+            raise Refusal(400, "Invalid PIN", "ABDM-1035", "PIN does not match")
         self._wrong_pins.pop(user, None)
 
     def _use_authorisation(self, user: str, scope: str) -> None:
@@ -349,33 +348,8 @@ class FakeConsents(Domain):
             "consent_pin_forgot_init",
         }
         for name, (method, path) in _TABLE.items():
-            app.router.add_route(method, path, self.server._route(name, self._wrap(handlers[name], name in no_body)))
-
-    def _wrap(self, handler: Callable[[web.Request, Any], Awaitable[Any]], no_body: bool) -> Handler:
-        """The handler's answer as JSON (``None``: 204); a refusal as ``GenericError``; a body that is not a JSON
-        object 400 ``ABDM-1006``."""
-        server = self.server
-
-        async def handle(request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-            try:
-                body: Any = None
-                if not no_body:
-                    body = await server._read_json(request, rec)
-                    if not isinstance(body, dict):
-                        raise _bad_body()
-                answer = await handler(request, body)
-            except _Refusal as refusal:
-                payload = {
-                    "code": refusal.status,
-                    "error": refusal.error,
-                    "source_error": {"code": refusal.source_code, "message": refusal.message},
-                }
-                return server._json(request, payload, refusal.status)
-            if answer is None:
-                return web.Response(status=204)
-            return server._json(request, answer)
-
-        return handle
+            handler = json_route(self.server, handlers[name], read_body=name not in no_body)
+            app.router.add_route(method, path, self.server._route(name, handler))
 
     # the HIU's side
 
@@ -383,13 +357,13 @@ class FakeConsents(Domain):
         patient, period = body.get("patient"), body.get("period")
         types = _str_list(body.get("record_types"))
         if not isinstance(patient, dict) or not isinstance(patient.get("health_id"), str):
-            raise _bad_body()
+            raise bad_body()
         if body.get("purpose") not in PURPOSES or not types or not set(types) <= HI_TYPES:
-            raise _bad_body()
+            raise bad_body()
         if not isinstance(period, dict) or not all(isinstance(period.get(k), str) for k in ("from", "to", "expiry")):
-            raise _bad_body()
+            raise bad_body()
         if period["from"] >= period["to"]:  # same format (the client's Z form): text order is time order
-            raise _Refusal(400, "Date Range given is invalid", "ABDM-1063")
+            raise Refusal(400, "Date Range given is invalid", "ABDM-1063")
         hip = body.get("hip_identifier")
         hip_ids = [hip["id"]] if isinstance(hip, dict) and isinstance(hip.get("id"), str) else []
         hiu = _object(body, "hiu")
@@ -464,14 +438,14 @@ class FakeConsents(Domain):
         consent = self._consent_of(user, body.get("id"))
         entries = body.get("consent_artefacts")
         if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
-            raise _bad_body()
+            raise bad_body()
         artefacts = []
         for entry in entries:
             contexts = entry.get("care_contexts")
             if not isinstance(entry.get("hip_id"), str) or not isinstance(contexts, list) or not contexts:
-                raise _bad_body()
+                raise bad_body()
             if not all(isinstance(c, dict) and isinstance(c.get("id"), str) for c in contexts):
-                raise _bad_body()
+                raise bad_body()
             if consent["hip_ids"] and entry["hip_id"] not in consent["hip_ids"]:
                 raise _invalid_request()
             types = _str_list(entry.get("hi_types")) or _str_list(body.get("hi_types")) or consent["hi_types"]
@@ -518,7 +492,7 @@ class FakeConsents(Domain):
         consent = self._consent_of(user, body.get("id"))
         reason = body.get("reason")
         if not (reason is None or isinstance(reason, str)):
-            raise _bad_body()
+            raise bad_body()
         if consent["status"] != "REQUESTED":
             raise _invalid_request()
         consent.update(status="DENIED", reason=reason, u_at=_stamp())
@@ -528,7 +502,7 @@ class FakeConsents(Domain):
         user = self._user(request)
         ids = _str_list(body.get("consent_artefacts"))
         if not ids:
-            raise _bad_body()
+            raise bad_body()
         found = []
         for artefact_id in ids:
             match = next(
@@ -541,7 +515,7 @@ class FakeConsents(Domain):
                 None,
             )
             if match is None or match[1]["status"] != "GRANTED" or match[0]["patient"] not in (None, user):
-                raise _Refusal(400, "Consent Not granted", "ABDM-1062")
+                raise Refusal(400, "Consent Not granted", "ABDM-1062")
             found.append(match)
         self._use_authorisation(user, _SCOPE_REVOKE)
         for consent, artefact in found:
@@ -580,16 +554,16 @@ class FakeConsents(Domain):
         user = self._user(request)
         pin = body.get("pin")
         if not isinstance(pin, str) or not _PIN.fullmatch(pin):
-            raise _bad_body()
+            raise bad_body()
         if user in self.pins:
-            raise _Refusal(500, "Something went wrong", "ABDM-1053", "Data already exists")
+            raise Refusal(500, "Something went wrong", "ABDM-1053", "Data already exists")
         self.pins[user] = pin
 
     async def _pin_verify(self, request: web.Request, body: dict[str, Any]) -> None:
         user = self._user(request)
         scope = body.get("scope")
         if not (scope is None or isinstance(scope, str)):
-            raise _bad_body()
+            raise bad_body()
         self._check_pin(user, body.get("pin"))
         self._authorised.setdefault(user, set()).add(scope or "")
 
@@ -597,7 +571,7 @@ class FakeConsents(Domain):
         user = self._user(request)
         new = body.get("new")
         if not isinstance(new, str) or not _PIN.fullmatch(new):
-            raise _bad_body()
+            raise bad_body()
         self._check_pin(user, body.get("old"))
         self.pins[user] = new
 
@@ -612,30 +586,24 @@ class FakeConsents(Domain):
         txn_id, otp = body.get("txn_id"), body.get("otp")
         txn = self._txns.get(txn_id) if isinstance(txn_id, str) else None
         if txn is None or txn["user"] != user:
-            raise _no_txn()
+            raise no_txn()
         if not isinstance(otp, str) or len(otp) != R.OTP_LENGTH or not otp.isdigit():
-            raise _bad_body()
+            raise bad_body()
         if txn["step"] == "locked" or txn["wrong"] >= self.max_otp_attempts:
             txn["step"] = "locked"
-            raise _Refusal(
-                500,
-                "Something went wrong",
-                "ABDM-1100",
-                "You have requested multiple OTPs Or Exceeded maximum number of attempts for OTP match in this "
-                "transaction. Please try again in 30 minutes.",
-            )
+            raise otp_lock()
         if txn["step"] != "otp":
             raise _invalid_request()
         if otp != txn["otp"]:
             txn["wrong"] += 1
-            raise _Refusal(400, "OTP doesn't match", "ABDM-1035", "OTP does not matched")
+            raise Refusal(400, "OTP doesn't match", "ABDM-1035", "OTP does not matched")
         txn["step"] = "verified"
 
     async def _pin_reset(self, request: web.Request, body: dict[str, Any]) -> None:
         user = self._user(request)
         pin = body.get("pin")
         if not isinstance(pin, str) or not _PIN.fullmatch(pin):
-            raise _bad_body()
+            raise bad_body()
         mine = [txn for txn in self._txns.values() if txn["user"] == user]
         if not mine or mine[-1]["step"] != "verified":
             raise _invalid_request()

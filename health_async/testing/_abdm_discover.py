@@ -45,8 +45,8 @@ import attrs
 from aiohttp import web
 
 from . import _routes as R
-from ._abha import FakeAbha, _bad_body, _no_txn, _Refusal
 from ._domain import Domain
+from ._refusals import Refusal, answer, bad_body, check_otp, json_route, no_txn, otp_lock
 
 if TYPE_CHECKING:
     from ._common import Handler, RecordedRequest
@@ -196,35 +196,13 @@ class FakeDiscover(Domain):
         }
         reads: dict[str, Handler] = {"providers": self._providers, "provider": self._provider}
         for name, (method, path) in _TABLE.items():
-            handler = reads[name] if name in reads else self._wrap(handlers[name])
+            handler = reads[name] if name in reads else json_route(self.server, handlers[name])
             app.router.add_route(method, path, self.server._route(name, handler))
-
-    def _wrap(self, handler: Callable[[web.Request, dict[str, Any]], Any]) -> Handler:
-        server = self.server
-
-        async def handle(request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-            body = await server._read_json(request, rec)
-            try:
-                if not isinstance(body, dict):
-                    raise _bad_body()
-                return server._json(request, handler(request, body))
-            except _Refusal as refusal:
-                return self._refuse(request, refusal)
-
-        return handle
-
-    def _refuse(self, request: web.Request, refusal: _Refusal) -> web.Response:
-        payload = {
-            "code": refusal.status,
-            "error": refusal.error,
-            "source_error": {"code": refusal.source_code, "message": refusal.message},
-        }
-        return self.server._json(request, payload, refusal.status)
 
     async def _providers(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
         name = request.query.get("name", "").strip().lower()
         if len(name) < _MIN_NAME:
-            return self._refuse(request, _bad_body())
+            return answer(self.server, request, bad_body())
         found = [dict(p) for p in PROVIDERS if name in str(p["hip_name"]).lower()]
         return self.server._json(request, found or None)
 
@@ -240,9 +218,9 @@ class FakeDiscover(Domain):
     def _user(self, request: web.Request) -> str:
         user = request.headers.get(R.PT_ID) or request.query.get("oid") or request.headers.get(R.PARTNER_PT_ID)
         if not user:
-            raise _Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
+            raise Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
         if user in self._blocked:
-            raise _Refusal(
+            raise Refusal(
                 500,
                 "You are blocked. Please try again after 24 hours.",
                 "ABDM-1027",
@@ -259,9 +237,9 @@ class FakeDiscover(Domain):
         txn_id = body.get("txn_id")
         txn = self._txns.get(txn_id) if isinstance(txn_id, str) else None
         if txn is None or txn.user != user or txn.kind != kind:
-            raise _no_txn()
+            raise no_txn()
         if txn.step == "locked":
-            raise FakeAbha._lock_refusal()
+            raise otp_lock()
         return txn
 
     def _linked_ids(self, user: str, hip_id: str) -> set[str]:
@@ -271,9 +249,9 @@ class FakeDiscover(Domain):
         user = self._user(request)
         hip_id, ref_id = body.get("hip_id"), body.get("ref_id")
         if not isinstance(hip_id, str) or not hip_id or not (ref_id is None or isinstance(ref_id, str)):
-            raise _bad_body()
+            raise bad_body()
         if not any(p["hip_id"] == hip_id for p in PROVIDERS):
-            raise _Refusal(500, "Something went wrong", "ABDM-1035", "Invalid HIP ID")
+            raise Refusal(500, "Something went wrong", "ABDM-1035", "Invalid HIP ID")
         done = self._linked_ids(user, hip_id)
         patients: list[dict[str, Any]] = []
         answered: dict[str, set[str]] = {}
@@ -300,13 +278,13 @@ class FakeDiscover(Domain):
         user = self._user(request)
         patient_id, cc_id = body.get("patient_ref_id"), body.get("cc_ref_id")
         if not isinstance(patient_id, str) or not isinstance(cc_id, str) or not cc_id:
-            raise _bad_body()
+            raise bad_body()
         discovery = self._txn(body, user, "discover")
         if cc_id not in discovery.patients.get(patient_id, set()):
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         if discovery.sends >= self.max_otp_sends:
             discovery.step = "locked"
-            raise FakeAbha._lock_refusal()
+            raise otp_lock()
         discovery.sends += 1
         if discovery.link_txn is not None:  # a new OTP: the earlier link transaction no longer confirms
             self._txns[discovery.link_txn].step = "superseded"
@@ -327,16 +305,8 @@ class FakeDiscover(Domain):
         user = self._user(request)
         txn = self._txn(body, user, "link")
         if txn.step != "otp":
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
-        otp = body.get("otp")
-        if not isinstance(otp, str) or len(otp) != R.OTP_LENGTH or not otp.isdigit():
-            raise _bad_body()
-        if txn.wrong >= self.max_otp_attempts:
-            txn.step = "locked"
-            raise FakeAbha._lock_refusal()
-        if otp != txn.otp:
-            txn.wrong += 1
-            raise _Refusal(400, "OTP doesn't match", "ABDM-1035", "OTP does not matched")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+        check_otp(txn, body, self.max_otp_attempts)
         txn.step = "done"
         self.linked.setdefault(user, []).append(
             {"hip_id": txn.hip_id, "patient_id": txn.patient_id, "care_context_id": txn.care_context_id}

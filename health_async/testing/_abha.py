@@ -51,6 +51,7 @@ from aiohttp import web
 
 from . import _routes as R
 from ._domain import Domain
+from ._refusals import Refusal, answer, bad_body, check_otp, json_route, no_txn, otp_lock
 
 if TYPE_CHECKING:
     from ._common import Handler, RecordedRequest
@@ -102,18 +103,9 @@ class _Txn:
     login_address: str | None = None
 
 
-class _Refusal(Exception):
-    def __init__(self, status: int, error: str, source_code: str, message: str | None = None) -> None:
-        super().__init__(source_code)
-        self.status, self.error, self.source_code, self.message = status, error, source_code, message or error
-
-
-def _bad_body() -> _Refusal:
-    return _Refusal(400, "Bad Request, invalid request", "ABDM-1006", "Bad Request, invalid request Body")
-
-
-def _no_txn() -> _Refusal:
-    return _Refusal(500, "Transaction not found for UUID.", "MIS-1026", "Transaction is not found for UUID.")
+def _body_only(handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[web.Request, Any], Any]:
+    """A handler of the body alone, as :func:`~._refusals.json_route` calls one (with the request too)."""
+    return lambda _request, body: handler(body)
 
 
 def _key(address: str) -> str:
@@ -263,57 +255,29 @@ class FakeAbha(Domain):
         txn_id = body.get("txn_id")
         txn = self._txns.get(txn_id) if isinstance(txn_id, str) else None
         if txn is None or not isinstance(txn_id, str):
-            raise _no_txn()
+            raise no_txn()
         if txn.step == "locked":
-            raise self._lock_refusal()
+            raise otp_lock()
         kinds = (kind,) if isinstance(kind, str) else kind
         if txn.kind not in kinds or txn.step not in steps:
             if txn.step == "mobile_otp":
-                raise _Refusal(400, "Mobile number verification is pending.", "ABDM-1102")
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+                raise Refusal(400, "Mobile number verification is pending.", "ABDM-1102")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         return txn_id, txn
-
-    @staticmethod
-    def _lock_refusal() -> _Refusal:
-        return _Refusal(
-            500,
-            "Something went wrong",
-            "ABDM-1100",
-            "You have requested multiple OTPs Or Exceeded maximum number of attempts for OTP match in this "
-            "transaction. Please try again in 30 minutes.",
-        )
 
     def _resend(self, txn: _Txn) -> None:
         if txn.sends >= self.max_otp_sends:
             txn.step = "locked"
-            raise self._lock_refusal()
+            raise otp_lock()
         txn.sends += 1
         txn.otp = self._otp()
-
-    def _check_otp(self, txn: _Txn, body: dict[str, Any]) -> None:
-        otp = body.get("otp")
-        if not isinstance(otp, str) or len(otp) != R.OTP_LENGTH or not otp.isdigit():
-            raise _bad_body()
-        if txn.wrong >= self.max_otp_attempts:
-            txn.step = "locked"
-            raise self._lock_refusal()
-        if otp != txn.otp:
-            txn.wrong += 1
-            if txn.mismatch_code == "MIS-1013":
-                raise _Refusal(
-                    400,
-                    "The OTP that you have entered is incorrect. Please try again.",
-                    "MIS-1013",
-                    "OTP(One Time Password) is invalid, Please enter the correct OTP.",
-                )
-            raise _Refusal(400, "OTP doesn't match", "ABDM-1035", "OTP does not matched")
 
     def _new_otp_step(self, txn: _Txn, step: str, mismatch_code: str) -> None:
         txn.step, txn.otp, txn.sends, txn.wrong, txn.mismatch_code = step, self._otp(), 1, 0, mismatch_code
 
     def _check_blocked(self, *identifiers: str | None) -> None:
         if any(i is not None and i in self._blocked for i in identifiers):
-            raise _Refusal(
+            raise Refusal(
                 500,
                 "You are blocked. Please try again after 24 hours.",
                 "ABDM-1027",
@@ -397,14 +361,14 @@ class FakeAbha(Domain):
 
     def _new_account(self, txn: _Txn, address: Any, details: dict[str, Any]) -> FakeAccount:
         if not isinstance(address, str) or not address.strip():
-            raise _bad_body()
+            raise bad_body()
         local, _, suffix = address.strip().lower().partition("@")
         if (suffix and suffix not in R.ABHA_ADDRESS_SUFFIXES) or not _NEW_ADDRESS.fullmatch(local):
-            raise _Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
+            raise Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
         if local.count(".") > 1 or local.count("_") > 1:
-            raise _Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
+            raise Refusal(400, "Validation failed", "ABDM-1010", "Validation failed")
         if local in self.accounts:
-            raise _Refusal(
+            raise Refusal(
                 500,
                 "Something went wrong",
                 "ABDM-1101",
@@ -445,30 +409,11 @@ class FakeAbha(Domain):
             "login_phr": self._login_phr,
         }
         for name, (method, path) in R.ABHA.items():
-            handler = self._suggest if name == "suggest_addresses" else self._wrap(json_handlers[name])
+            if name == "suggest_addresses":
+                handler: Handler = self._suggest
+            else:
+                handler = json_route(self.server, _body_only(json_handlers[name]))
             app.router.add_route(method, path, self.server._route(name, handler))
-
-    def _wrap(self, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Handler:
-        server = self.server
-
-        async def handle(request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-            body = await server._read_json(request, rec)
-            try:
-                if not isinstance(body, dict):
-                    raise _bad_body()
-                return server._json(request, handler(body))
-            except _Refusal as refusal:
-                return self._refuse(request, refusal)
-
-        return handle
-
-    def _refuse(self, request: web.Request, refusal: _Refusal) -> web.Response:
-        payload = {
-            "code": refusal.status,
-            "error": refusal.error,
-            "source_error": {"code": refusal.source_code, "message": refusal.message},
-        }
-        return self.server._json(request, payload, refusal.status)
 
     # registration with Aadhaar
 
@@ -482,8 +427,8 @@ class FakeAbha(Domain):
         txn_id, txn = self._txn(body, "aadhaar", "otp")
         mobile = body.get("mobile")
         if not isinstance(mobile, str) or len(mobile) != 10 or not mobile.isdigit():
-            raise _Refusal(400, "Invalid Mobile Email", "ABDM-1014")
-        self._check_otp(txn, body)
+            raise Refusal(400, "Invalid Mobile Email", "ABDM-1014")
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         assert txn.aadhaar is not None
         if mobile != self.linked_mobile(txn.aadhaar):
             txn.mobile = mobile
@@ -502,7 +447,7 @@ class FakeAbha(Domain):
 
     def _aadhaar_mobile_verify(self, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, "aadhaar", "mobile_otp")
-        self._check_otp(txn, body)
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         assert txn.aadhaar is not None
         return self._create_step(txn, txn_id, self._on_aadhaar(txn.aadhaar), profile=self._kyc_profile(txn))
 
@@ -515,7 +460,7 @@ class FakeAbha(Domain):
     def _aadhaar_create(self, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, ("aadhaar", "login"), "create")
         if txn.aadhaar is None:
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         person = self._person(txn.aadhaar)
         account = self._new_account(txn, body.get("abha_address"), person)
         return self._end(txn, txn_id, account)
@@ -525,7 +470,7 @@ class FakeAbha(Domain):
         address = body.get("abha_address")
         key = _key(address) if isinstance(address, str) else ""
         if key not in txn.candidates:
-            raise _Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
+            raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
         return self._end(txn, txn_id, self.accounts[key])
 
     # registration with a mobile number
@@ -533,7 +478,7 @@ class FakeAbha(Domain):
     def _mobile_init(self, body: dict[str, Any]) -> dict[str, Any]:
         mobile = body.get("mobile_number")
         if not isinstance(mobile, str) or len(mobile) != 10 or not mobile.isdigit():
-            raise _Refusal(400, "Invalid Mobile Email", "ABDM-1014")
+            raise Refusal(400, "Invalid Mobile Email", "ABDM-1014")
         self._check_blocked(mobile)
         txn = _Txn(kind="mobile", step="otp", otp=self._otp(), mismatch_code="ABDM-1035", mobile=mobile)
         txn_id = self._new_txn(txn)
@@ -547,7 +492,7 @@ class FakeAbha(Domain):
 
     def _mobile_verify(self, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, "mobile", "otp")
-        self._check_otp(txn, body)
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         on_mobile = [key for key, a in self.accounts.items() if a.mobile == txn.mobile]
         return self._create_step(txn, txn_id, on_mobile)
 
@@ -561,7 +506,7 @@ class FakeAbha(Domain):
             assert isinstance(first_name, str) and first_name and gender in ("M", "F", "O")
             assert isinstance(pincode, str) and len(pincode) == 6 and pincode.isdigit()
         except (AssertionError, KeyError, TypeError, ValueError):
-            raise _Refusal(400, "Validation failed", "ABDM-1010") from None
+            raise Refusal(400, "Validation failed", "ABDM-1010") from None
         details = {
             "first_name": first_name,
             "last_name": profile.get("last_name") or "",
@@ -579,14 +524,14 @@ class FakeAbha(Domain):
     def _address_exists(self, body: dict[str, Any]) -> dict[str, Any]:
         address = body.get("abha_address")
         if not isinstance(address, str) or not address.strip():
-            raise _bad_body()
+            raise bad_body()
         return {"exists": _key(address) in self.accounts}
 
     async def _suggest(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
         query = request.query
         txn = self._txns.get(query.get("transactionId", ""))
         if txn is None:
-            return self._refuse(request, _no_txn())
+            return answer(self.server, request, no_txn())
         person: dict[str, Any] = self._person(txn.aadhaar) if txn.aadhaar else {}
         first = (query.get("fn") or person.get("first_name") or "").lower()
         last = (query.get("ln") or person.get("last_name") or "").lower()
@@ -602,7 +547,7 @@ class FakeAbha(Domain):
         address = body.get("abha_address")
         account = self.accounts.get(_key(address)) if isinstance(address, str) else None
         if account is None:
-            raise _Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
+            raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
         return {
             "abha_address": account.abha_address,
             "abha_number": "xx-xxxx-xxxx-" + account.abha_number[-4:] if account.abha_number else None,
@@ -616,21 +561,21 @@ class FakeAbha(Domain):
     def _login_init(self, body: dict[str, Any]) -> dict[str, Any]:
         method, identifier, system = body.get("method"), body.get("identifier"), body.get("otp_system", "abdm")
         if not isinstance(identifier, str) or system not in ("abdm", "aadhaar"):
-            raise _bad_body()
+            raise bad_body()
         aadhaar: str | None = None
         if method == "phr_address":
             self._check_blocked(_key(identifier))
             account = self.accounts.get(_key(identifier))
             if account is None:
-                raise _Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
+                raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
             if system == "aadhaar" and account.aadhaar is None:
-                raise _Refusal(400, "Login via Aadhaar OTP is not allowed", "ABDM-1115")
+                raise Refusal(400, "Login via Aadhaar OTP is not allowed", "ABDM-1115")
             candidates, mobile, aadhaar = [_key(identifier)], account.mobile, account.aadhaar
         elif method == "mobile":
             self._check_blocked(identifier)
             candidates = [key for key, a in self.accounts.items() if a.mobile == identifier]
             if not candidates:
-                raise _Refusal(400, "Mobile number not found.", "ABDM-1111")
+                raise Refusal(400, "Mobile number not found.", "ABDM-1111")
             mobile = identifier
         elif method == "aadhaar_number":
             self._check_blocked(identifier)
@@ -639,10 +584,10 @@ class FakeAbha(Domain):
         elif method == "abha_number":
             candidates = [key for key, a in self.accounts.items() if a.abha_number == identifier]
             if not candidates:
-                raise _Refusal(400, "Invalid ABHA Number", "ABDM-1013")
+                raise Refusal(400, "Invalid ABHA Number", "ABDM-1013")
             mobile = self.accounts[candidates[0]].mobile
         else:
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         txn = _Txn(
             kind="login",
             step="otp",
@@ -657,7 +602,7 @@ class FakeAbha(Domain):
 
     def _login_verify(self, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, "login", "otp")
-        self._check_otp(txn, body)
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         if txn.method == "phr_address":
             return self._end(txn, txn_id, self.accounts[txn.candidates[0]])
         if txn.method == "aadhaar_number":
@@ -670,7 +615,7 @@ class FakeAbha(Domain):
         address = body.get("phr_address")
         key = _key(address) if isinstance(address, str) else ""
         if key not in txn.candidates:
-            raise _Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
+            raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
         return self._end(txn, txn_id, self.accounts[key])
 
 

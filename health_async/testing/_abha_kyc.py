@@ -42,11 +42,12 @@ import attrs
 from aiohttp import web
 
 from . import _routes as R
-from ._abha import FakeAbha, FakeAccount, _bad_body, _key, _no_txn, _Refusal
+from ._abha import FakeAbha, FakeAccount, _key
 from ._domain import Domain
+from ._refusals import Refusal, answer, bad_body, check_otp, json_route, no_txn, otp_lock
 
 if TYPE_CHECKING:
-    from ._common import Handler, RecordedRequest
+    from ._common import RecordedRequest
     from ._domain import Server
 
 __all__ = ["ROUTES", "FakeAbhaKyc"]
@@ -139,7 +140,7 @@ class FakeAbhaKyc(Domain):
         for account in self._abha.accounts.values():
             if oid is not None and account.oid == oid:
                 return account
-        raise _Refusal(500, "ABHA User not found.", "ABDM-1110")
+        raise Refusal(500, "ABHA User not found.", "ABDM-1110")
 
     def _user(self, request: web.Request, token: Any) -> FakeAccount:
         pt_id = request.headers.get(R.PT_ID)
@@ -147,7 +148,7 @@ class FakeAbhaKyc(Domain):
             return self._account_of(pt_id)
         oid = self.sessions.get(token) if isinstance(token, str) else None
         if oid is None or (pt_id is not None and pt_id != oid):
-            raise _Refusal(500, "Something went wrong", "ABDM-1023", "Invalid User")
+            raise Refusal(500, "Something went wrong", "ABDM-1023", "Invalid User")
         return self._account_of(oid)
 
     def _new_txn(self, txn: _Txn) -> str:
@@ -162,30 +163,12 @@ class FakeAbhaKyc(Domain):
         txn_id = body.get("txn_id")
         txn = self._txns.get(txn_id) if isinstance(txn_id, str) else None
         if txn is None or not isinstance(txn_id, str):
-            raise _no_txn()
+            raise no_txn()
         if txn.step == "locked":
-            raise FakeAbha._lock_refusal()
+            raise otp_lock()
         if txn.kind != kind or txn.step != "otp":
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         return txn_id, txn
-
-    def _check_otp(self, txn: _Txn, body: dict[str, Any]) -> None:
-        otp = body.get("otp")
-        if not isinstance(otp, str) or len(otp) != R.OTP_LENGTH or not otp.isdigit():
-            raise _bad_body()
-        if txn.wrong >= self.max_otp_attempts:
-            txn.step = "locked"
-            raise FakeAbha._lock_refusal()
-        if otp != txn.otp:
-            txn.wrong += 1
-            if txn.mismatch_code == "MIS-1013":
-                raise _Refusal(
-                    400,
-                    "The OTP that you have entered is incorrect. Please try again.",
-                    "MIS-1013",
-                    "OTP(One Time Password) is invalid, Please enter the correct OTP.",
-                )
-            raise _Refusal(400, "OTP doesn't match", "ABDM-1035", "OTP does not matched")
 
     # ------------------------------------------------------------------------------ routes
 
@@ -199,46 +182,24 @@ class FakeAbhaKyc(Domain):
             "session_verify": self._session_verify,
         }
         for name, (method, path) in _TABLE.items():
-            handler = self._status if name == "session_status" else self._wrap(handlers[name])
+            handler = self._status if name == "session_status" else json_route(self.server, handlers[name])
             app.router.add_route(method, path, self.server._route(name, handler))
-
-    def _wrap(self, handler: Callable[[web.Request, dict[str, Any]], dict[str, Any]]) -> Handler:
-        server = self.server
-
-        async def handle(request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-            body = await server._read_json(request, rec)
-            try:
-                if not isinstance(body, dict):
-                    raise _bad_body()
-                return server._json(request, handler(request, body))
-            except _Refusal as refusal:
-                return self._refuse(request, refusal)
-
-        return handle
-
-    def _refuse(self, request: web.Request, refusal: _Refusal) -> web.Response:
-        payload = {
-            "code": refusal.status,
-            "error": refusal.error,
-            "source_error": {"code": refusal.source_code, "message": refusal.message},
-        }
-        return self.server._json(request, payload, refusal.status)
 
     # KYC
 
     def _kyc_init(self, request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         method, identifier, token = body.get("method"), body.get("identifier"), body.get("user_x_token")
         if method not in ("aadhaar", "abha-number") or not isinstance(identifier, str):
-            raise _bad_body()
+            raise bad_body()
         if not (token is None or isinstance(token, str)):
-            raise _bad_body()
+            raise bad_body()
         account = self._user(request, token)
         if account.kyc_verified:
-            raise _Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
+            raise Refusal(400, "Something went wrong", "ABDM-1031", "Invalid request")
         abha = self._abha
         if method == "aadhaar":
             if len(identifier) != 12 or not identifier.isdigit():
-                raise _Refusal(400, "Validation failed", "ABDM-1010")
+                raise Refusal(400, "Validation failed", "ABDM-1010")
             abha._check_blocked(identifier)
             txn = _Txn(
                 kind="kyc",
@@ -253,7 +214,7 @@ class FakeAbhaKyc(Domain):
         else:
             owner = next((a for a in abha.accounts.values() if a.abha_number == identifier), None)
             if owner is None:
-                raise _Refusal(400, "Invalid ABHA Number", "ABDM-1013")
+                raise Refusal(400, "Invalid ABHA Number", "ABDM-1013")
             abha._check_blocked(identifier)
             txn = _Txn(
                 kind="kyc",
@@ -270,7 +231,7 @@ class FakeAbhaKyc(Domain):
     def _resend(self, txn: _Txn) -> None:
         if txn.sends >= self.max_otp_sends:
             txn.step = "locked"
-            raise FakeAbha._lock_refusal()
+            raise otp_lock()
         txn.sends += 1
         txn.otp = self._otp()
 
@@ -282,8 +243,8 @@ class FakeAbhaKyc(Domain):
     def _kyc_verify(self, _request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, "kyc")
         if body.get("user_x_token") != txn.user_token:
-            raise _Refusal(500, "Something went wrong", "ABDM-1023", "Invalid User")
-        self._check_otp(txn, body)
+            raise Refusal(500, "Something went wrong", "ABDM-1023", "Invalid User")
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         account = self._account_of(txn.oid)
         account.kyc_verified, account.aadhaar, account.abha_number = True, txn.aadhaar, txn.abha_number
         txn.step = "done"
@@ -294,17 +255,17 @@ class FakeAbhaKyc(Domain):
     def _session_init(self, _request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         address = body.get("abha_address")
         if not isinstance(address, str) or not address.strip():
-            raise _bad_body()
+            raise bad_body()
         self._abha._check_blocked(_key(address))
         account = self._abha.accounts.get(_key(address))
         if account is None:
-            raise _Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
+            raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
         txn = _Txn(kind="session", step="otp", otp=self._otp(), mismatch_code="ABDM-1035", oid=account.oid)
         return {"txn_id": self._new_txn(txn)}
 
     def _session_verify(self, _request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         _, txn = self._txn(body, "session")
-        self._check_otp(txn, body)
+        check_otp(txn, body, self.max_otp_attempts, txn.mismatch_code)
         txn.step = "done"
         self._serial += 1
         token = f"fake-session-token-{self._serial}"
@@ -315,9 +276,9 @@ class FakeAbhaKyc(Domain):
         pt_id = request.headers.get(R.PT_ID)
         try:
             if not pt_id:
-                raise _Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
+                raise Refusal(400, "Something went wrong", "ABDM-1032", "Invalid header")
             account = self._account_of(pt_id)
-        except _Refusal as refusal:
-            return self._refuse(request, refusal)
+        except Refusal as refusal:
+            return answer(self.server, request, refusal)
         logged_in = pt_id in self.sessions.values()
         return self.server._json(request, {"logged_in": logged_in, "kyc_verified": account.kyc_verified})

@@ -49,6 +49,7 @@ from aiohttp import web
 
 from . import _routes as R
 from ._domain import Domain
+from ._refusals import Refusal, answer, bad_body
 
 if TYPE_CHECKING:
     from ._common import Handler, RecordedRequest
@@ -90,16 +91,6 @@ _PDF: Final = (
     b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
     b"3 0 obj<</Type/Page/MediaBox[0 0 243 153]/Parent 2 0 R>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
 )
-
-
-class _Refusal(Exception):
-    def __init__(self, status: int, error: str, code: str, message: str | None = None) -> None:
-        super().__init__(code)
-        self.status, self.error, self.code, self.message = status, error, code, message or error
-
-
-def _bad_body() -> _Refusal:
-    return _Refusal(400, "Bad Request, invalid request", "ABDM-1006", "Bad Request, invalid request Body")
 
 
 def _png(width: int, height: int, seed: bytes) -> bytes:
@@ -232,10 +223,10 @@ class FakeAbhaProfile(Domain):
     def _user(self, request: web.Request) -> tuple[str, dict[str, Any]]:
         oid = request.query.get("oid") or request.headers.get(R.PT_ID)
         if not oid:
-            raise _Refusal(400, "Bad Request, invalid request", "ABDM-1006", "X-Pt-Id or oid is required")
+            raise Refusal(400, "Bad Request, invalid request", "ABDM-1006", "X-Pt-Id or oid is required")
         profile = self.profiles.get(oid)
         if profile is None:
-            raise _Refusal(404, "ABHA profile not found", "NOT_FOUND", "No ABHA profile for this user")
+            raise Refusal(404, "ABHA profile not found", "NOT_FOUND", "No ABHA profile for this user")
         return oid, profile
 
     # ------------------------------------------------------------------------------ routes
@@ -252,18 +243,13 @@ class FakeAbhaProfile(Domain):
         app.router.add_get(R.PINCODE, route("abha_pincode", self._guard(self._pincode)))
 
     def _guard(self, handler: Handler) -> Handler:
-        """``handler`` with a :class:`_Refusal` answered as the vendor's ``GenericError``."""
+        """``handler`` with a :class:`Refusal` answered as the vendor's ``GenericError``."""
 
         async def handle(request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
             try:
                 response = await handler(request, rec)
-            except _Refusal as refusal:
-                payload = {
-                    "code": refusal.status,
-                    "error": refusal.error,
-                    "source_error": {"code": refusal.code, "message": refusal.message},
-                }
-                return self.server._json(request, payload, refusal.status)
+            except Refusal as refusal:
+                return answer(self.server, request, refusal)
             return response
 
         return handle
@@ -276,7 +262,7 @@ class FakeAbhaProfile(Domain):
         _, profile = self._user(request)
         body = await self.server._read_json(request, rec)
         if not isinstance(body, dict):
-            raise _bad_body()
+            raise bad_body()
         try:
             first_name, gender, pincode = body["first_name"], body["gender"], body["pincode"]
             dob = dt.date(body["year_of_birth"], body["month_of_birth"], body["day_of_birth"])
@@ -285,7 +271,7 @@ class FakeAbhaProfile(Domain):
             for name in ("middle_name", "last_name", "address"):
                 assert body.get(name) is None or isinstance(body[name], str)
         except (AssertionError, KeyError, TypeError, ValueError):
-            raise _bad_body() from None
+            raise bad_body() from None
         new = {
             "first_name": first_name,
             "middle_name": body.get("middle_name"),
@@ -296,7 +282,7 @@ class FakeAbhaProfile(Domain):
             "year_of_birth": dob.year,
         }
         if profile.get("kyc_verified") and any((new[k] or None) != (profile.get(k) or None) for k in _LOCKED):
-            raise _Refusal(400, "Name, gender and date of birth cannot be edited for a KYC verified ABHA", "ABDM-1010")
+            raise Refusal(400, "Name, gender and date of birth cannot be edited for a KYC verified ABHA", "ABDM-1010")
         profile.update(new)
         profile["address"] = body.get("address")
         _set_pincode(profile, pincode)
@@ -343,7 +329,7 @@ class FakeAbhaProfile(Domain):
         body = await self.server._read_json(request, rec)
         mobile = body.get("mobile") if isinstance(body, dict) else None
         if not isinstance(mobile, str) or len(mobile) != 10 or not mobile.isdigit():
-            raise _Refusal(400, "Invalid Mobile Email", "ABDM-1014")
+            raise Refusal(400, "Invalid Mobile Email", "ABDM-1014")
         today = dt.date.today()
         found: list[dict[str, Any]] = []
         for profile in self.profiles.values():
@@ -370,7 +356,7 @@ class FakeAbhaProfile(Domain):
     async def _pincode(self, request: web.Request, _rec: RecordedRequest) -> web.StreamResponse:
         details = PINCODES.get(request.match_info["pincode"])
         if details is None:
-            raise _Refusal(404, "Invalid pincode", "NOT_FOUND", "No details found for this pincode")
+            raise Refusal(404, "Invalid pincode", "NOT_FOUND", "No details found for this pincode")
         return self.server._json(request, details)
 
 
