@@ -67,6 +67,8 @@ __all__ = [
     "as_text",
     "empty_is_none",
     "fast_decoder",
+    "instant",
+    "iso_instant",
     "local",
     "non_empty",
     "rule_for",
@@ -338,6 +340,38 @@ def as_text(value: Any, label: str) -> str | None:
         if not math.isfinite(value):
             raise Invalid(label)
         return repr(value)
+    raise Invalid(label)
+
+
+def iso_instant(text: str | None) -> dt.datetime | None:
+    """ISO 8601 text (``"2024-10-07T13:53:52Z"``, ``"...+05:30"``) as an aware datetime, UTC when it names no zone;
+    ``None`` when absent or not ISO 8601. For a model's property over a time kept as sent."""
+    if not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+def instant(value: Any, label: str) -> dt.datetime | None:
+    """The rule of a time field (``wire(parse=instant)``): ISO 8601 text (see :func:`iso_instant`) or epoch
+    seconds (milliseconds recognised) as an aware datetime; ``None`` and ``""`` are none; anything else (a negative
+    or infinite number, text that is not ISO 8601) does not fit."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        when = iso_instant(value)
+        if when is None:
+            raise Invalid(label)
+        return when
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        seconds = value / 1000 if value > 100_000_000_000 else value
+        try:
+            return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):
+            raise Invalid(label) from None
     raise Invalid(label)
 
 

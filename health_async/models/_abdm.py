@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from .._wire import WireEnum, structure, wire
+from .._wire import WireEnum, iso_instant, structure, wire
 from ._records import HiType
 
 __all__ = [
@@ -105,13 +105,7 @@ class HiuKey:
     @property
     def expires_at(self) -> dt.datetime | None:
         """:attr:`expiry` as an aware datetime, or ``None`` when absent or not ISO 8601."""
-        if not self.expiry:
-            return None
-        try:
-            when = dt.datetime.fromisoformat(self.expiry.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+        return iso_instant(self.expiry)
 
 
 @attrs.frozen

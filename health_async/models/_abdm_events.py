@@ -74,7 +74,7 @@ from typing import Any, ClassVar, Final, TypeAlias
 
 import attrs
 
-from .._wire import empty_is_none, rule_for, wire
+from .._wire import empty_is_none, iso_instant, rule_for, wire
 from ._abdm import HealthDataRequest, LinkResult
 
 __all__ = [
@@ -102,17 +102,6 @@ __all__ = [
     "SubscriptionNotify",
     "SubscriptionPeriod",
 ]
-
-
-def _instant(text: str | None) -> dt.datetime | None:
-    """ISO 8601 text as an aware datetime (UTC when it names no zone); ``None`` when absent or not ISO 8601."""
-    if not text:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 # ----------------------------------------------------------------------------- abha.created, abha.locker_created
@@ -357,7 +346,7 @@ class HipKey:
     @property
     def expires_at(self) -> dt.datetime | None:
         """:attr:`expiry` as an aware datetime, or ``None`` when absent or not ISO 8601."""
-        return _instant(self.expiry)
+        return iso_instant(self.expiry)
 
 
 @attrs.frozen
@@ -416,12 +405,12 @@ class SubscriptionPeriod:
     @property
     def starts_at(self) -> dt.datetime | None:
         """:attr:`start` as an aware datetime, or ``None`` when absent or not ISO 8601."""
-        return _instant(self.start)
+        return iso_instant(self.start)
 
     @property
     def ends_at(self) -> dt.datetime | None:
         """:attr:`end` as an aware datetime, or ``None`` when absent or not ISO 8601."""
-        return _instant(self.end)
+        return iso_instant(self.end)
 
 
 @attrs.frozen

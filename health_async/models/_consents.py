@@ -22,7 +22,7 @@ from typing import ClassVar, Self
 
 import attrs
 
-from .._wire import WireEnum, local, structure, wire
+from .._wire import WireEnum, iso_instant, local, structure, wire
 from ._abdm import CareContextStatus
 
 __all__ = [
@@ -43,17 +43,6 @@ __all__ = [
     "PinResetStep",
     "PinScope",
 ]
-
-
-def _instant(value: str | None) -> dt.datetime | None:
-    """ISO 8601 text as an aware datetime (naive taken as UTC); ``None`` when absent or not ISO 8601."""
-    if not value:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 class ConsentPurpose(WireEnum):
@@ -148,17 +137,17 @@ class ConsentPeriod:
     @property
     def start_at(self) -> dt.datetime | None:
         """:attr:`start` as an aware datetime."""
-        return _instant(self.start)
+        return iso_instant(self.start)
 
     @property
     def end_at(self) -> dt.datetime | None:
         """:attr:`end` as an aware datetime."""
-        return _instant(self.end)
+        return iso_instant(self.end)
 
     @property
     def expires_at(self) -> dt.datetime | None:
         """:attr:`expiry` as an aware datetime."""
-        return _instant(self.expiry)
+        return iso_instant(self.expiry)
 
 
 @attrs.frozen
@@ -185,12 +174,12 @@ class Consent:
     @property
     def created_at(self) -> dt.datetime | None:
         """:attr:`created` as an aware datetime."""
-        return _instant(self.created)
+        return iso_instant(self.created)
 
     @property
     def updated_at(self) -> dt.datetime | None:
         """:attr:`updated` as an aware datetime."""
-        return _instant(self.updated)
+        return iso_instant(self.updated)
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import attrs
 
-from .._wire import WireEnum, local, wire
+from .._wire import WireEnum, iso_instant, local, wire
 
 __all__ = [
     "PatientRequest",
@@ -56,16 +56,6 @@ class RequestStatus(WireEnum):
     UNKNOWN = "unknown"
 
 
-def _instant(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-
-
 @attrs.frozen
 class RequestPeriod:
     """The period a request covers (wire ``CommonsDuration``), ISO 8601 as sent."""
@@ -80,12 +70,12 @@ class RequestPeriod:
     @property
     def starts_at(self) -> dt.datetime | None:
         """:attr:`start` as an aware datetime (UTC when sent without a zone), or ``None``."""
-        return _instant(self.start)
+        return iso_instant(self.start)
 
     @property
     def ends_at(self) -> dt.datetime | None:
         """:attr:`end` as an aware datetime (UTC when sent without a zone), or ``None``."""
-        return _instant(self.end)
+        return iso_instant(self.end)
 
 
 @attrs.frozen

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any, ClassVar, Self
+from typing import ClassVar, Self
 
 import attrs
 
-from .._wire import Invalid, WireEnum, local, wire
+from .._wire import WireEnum, instant, local, wire
 from ..errors import InvalidRequest
 
 __all__ = ["ShareLocation", "ShareStatus", "ShareToken"]
@@ -83,26 +83,6 @@ class ShareLocation:
         return {"latitude": repr(self.latitude), "longitude": repr(self.longitude)}
 
 
-def _instant(value: Any, label: str) -> dt.datetime | None:
-    """ISO 8601 text (``"2025-07-25T18:36:20+05:30"``; UTC when it names no zone) or epoch seconds (milliseconds
-    recognised) as an aware datetime."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        try:
-            when = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise Invalid(label) from None
-        return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        seconds = value / 1000 if value > 100_000_000_000 else value
-        try:
-            return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            raise Invalid(label) from None
-    raise Invalid(label)
-
-
 @attrs.frozen
 class ShareToken:
     """The facility's answer to a Scan & Share (``GET /abdm/v2/profile/share/{request_id}``).
@@ -122,7 +102,7 @@ class ShareToken:
     #: The token the facility gave (hidden from ``repr``; never logged).
     token_number: str | None = wire(pii=True, strict=True, default=None)
     #: When the token expires: wire ``expiry`` (v2), else ``token_expiry`` (v1).
-    expires_at: dt.datetime | None = wire("expiry", "token_expiry", parse=_instant, default=None)
+    expires_at: dt.datetime | None = wire("expiry", "token_expiry", parse=instant, default=None)
     #: The facility (its HIP id): the answer's, else the one the share was sent to.
     hip_id: str | None = wire(default=None)
     #: The facility's name, when the answer carries it (v1 ``hip_name``).

@@ -10,33 +10,13 @@ readable fields: ``endpoint`` is :attr:`WebhookSubscription.url`, ``event_names`
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 
-from .._wire import Invalid, empty_is_none, local, non_empty, wire
+from .._wire import empty_is_none, instant, local, non_empty, wire
 
 __all__ = ["WebhookSubscription", "WebhookSubscriptionCreated", "WebhookSubscriptionList"]
-
-
-def _instant(value: Any, label: str) -> dt.datetime | None:
-    """ISO 8601 text (``2024-10-07T13:53:52Z``) as an aware datetime (UTC when it names no zone); epoch seconds (or
-    milliseconds) are taken too; ``None`` and ``""`` are none."""
-    if value is None or value == "":
-        return None
-    if type(value) is str:
-        try:
-            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise Invalid(label) from None
-        return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
-    if type(value) in (int, float):
-        seconds = value / 1000 if value > 10**11 else value
-        try:
-            return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            raise Invalid(label) from None
-    raise Invalid(label)
 
 
 @attrs.frozen
@@ -60,8 +40,8 @@ class WebhookSubscription:
     protocol: str | None = None
     #: The client id the subscription belongs to.
     client_id: str | None = None
-    created_at: dt.datetime | None = wire(parse=_instant, default=None)
-    updated_at: dt.datetime | None = wire(parse=_instant, default=None)
+    created_at: dt.datetime | None = wire(parse=instant, default=None)
+    updated_at: dt.datetime | None = wire(parse=instant, default=None)
     created_by: str | None = None
     updated_by: str | None = None
     #: The key the service signs deliveries with, or ``None`` (unsigned deliveries). A secret: not in ``repr``.
