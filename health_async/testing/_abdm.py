@@ -59,16 +59,15 @@ import re
 import time
 import uuid
 from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from aiohttp import web
-from yarl import URL
 
 from .. import _json
 from ..abdm_crypto import KeyMaterial
 from . import _routes as R
 from ._domain import Domain
-from ._webhooks import WebhookSecret, _is_loopback, send_webhook
+from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, WebhookSecret, deliver, loopback_target
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest
@@ -79,19 +78,12 @@ __all__ = ["DELIVERY_ATTEMPTS", "REDELIVERIES", "REDELIVERY_DELAY", "ROUTES", "D
 ROUTES: Final[tuple[str, ...]] = ("care_contexts_link", "care_contexts_linked", "care_contexts_notify", "hip_data_push")
 _MOBILE: Final = re.compile(r"^[6-9]\d{9}$")
 
-#: How many times a webhook the receiver did not take (not 2xx, or no answer) is sent again.
-REDELIVERIES: Final = 2
 #: Attempts at one webhook in all: the first delivery and its redeliveries.
 DELIVERY_ATTEMPTS: Final = 1 + REDELIVERIES
-#: Seconds between two attempts at one webhook (short: tests wait for them).
-REDELIVERY_DELAY: Final = 0.05
 #: ``error`` of an ``ERRORED`` link made to fail with :meth:`FakeAbdm.fail_links` and no text of its own.
 LINK_ERROR: Final = "care context could not be linked (FakeAbdm.fail_links)"
 LINK_EVENT: Final = "abha.link_care_context"
 DATA_FETCH_EVENT: Final = "abha.hip_data_fetch"
-
-#: What one attempt at a webhook got: the HTTP status, or the type name of the exception raised instead.
-Outcome: TypeAlias = int | str
 
 
 class DataRequestSent(NamedTuple):
@@ -106,10 +98,6 @@ class DataRequestSent(NamedTuple):
 def _text(value: object) -> str | None:
     """``value`` when it is a non-empty str, else None."""
     return value if isinstance(value, str) and value else None
-
-
-def _taken(outcome: Outcome) -> bool:
-    return isinstance(outcome, int) and 200 <= outcome < 300
 
 
 def _error(message: str, status: int = 400) -> web.Response:
@@ -138,7 +126,7 @@ class FakeAbdm(Domain):
         self.business_id = "fake-business"
         #: Every attempt at a webhook, in order: ``(event name, HTTP status or the exception's type name)``.
         self.deliveries: list[tuple[str, Outcome]] = []
-        self._target: tuple[str, WebhookSecret] | None = None
+        self._target: Target | None = None
         self._failing: dict[str, str] = {}  # care context id -> the error text of its ERRORED link
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -312,44 +300,21 @@ class FakeAbdm(Domain):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _deliver_all(self, target: tuple[str, WebhookSecret], events: list[dict[str, Any]]) -> None:
+    async def _deliver_all(self, target: Target, events: list[dict[str, Any]]) -> None:
         for event in events:
             await self._deliver(target, event)
 
-    async def _deliver(self, target: tuple[str, WebhookSecret], event: dict[str, Any]) -> Outcome:
-        """Send ``event`` until the receiver takes it (2xx) or :data:`DELIVERY_ATTEMPTS` were made, each attempt
-        signed afresh and recorded in :attr:`deliveries`; the last attempt's outcome."""
-        url, secret = target
-        outcome: Outcome = "not sent"
-        for attempt in range(DELIVERY_ATTEMPTS):
-            if attempt:
-                await asyncio.sleep(REDELIVERY_DELAY)
-            try:
-                outcome = await send_webhook(url, {**event, "timestamp": int(time.time())}, secret)
-            except Exception as exc:  # refused, reset, timed out: the service would try again
-                outcome = type(exc).__name__
-            self.deliveries.append((event["event"], outcome))
-            if _taken(outcome):
-                break
-        return outcome
+    async def _deliver(self, target: Target, event: dict[str, Any]) -> Outcome:
+        """Send ``event`` as the service does (:func:`~._webhooks.deliver`), each attempt recorded in
+        :attr:`deliveries`; the last attempt's outcome."""
+        return await deliver(target, event, lambda outcome: self.deliveries.append((event["event"], outcome)))
 
     def webhooks(self, url: str | None, secret: WebhookSecret | None = None) -> None:
         """Send ABDM's webhooks to ``url`` (http(s) on loopback), signed with ``secret``; ``None`` unregisters.
 
         ``ValueError`` (at once, not in a background task) for a URL off loopback, or a secret that is not a
         non-empty str or bytes."""
-        if url is None:
-            self._target = None
-            return
-        try:
-            parsed = URL(url)
-        except (ValueError, TypeError):
-            raise ValueError("webhooks needs an http(s) URL on loopback") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
-            raise ValueError("webhooks only go to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
-        if not isinstance(secret, str | bytes) or not secret:
-            raise ValueError("webhooks needs the signing secret: a non-empty str or bytes")
-        self._target = (url, secret)
+        self._target = loopback_target(url, secret)
 
     def fail_links(self, care_context_ids: Iterable[str], error: str = LINK_ERROR) -> None:
         """Make every later link of these care context ids end ``ERRORED`` with ``error`` (added to the ids

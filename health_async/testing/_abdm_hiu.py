@@ -41,8 +41,9 @@ from aiohttp import web
 from .. import _json
 from ..abdm_crypto import KeyMaterial
 from . import _routes as R
-from ._abdm import FakeAbdm, Outcome
+from ._abdm import FakeAbdm
 from ._domain import Domain
+from ._webhooks import Outcome
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest

@@ -50,15 +50,14 @@ import hashlib
 import time
 import uuid
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from aiohttp import web
-from yarl import URL
 
 from . import _routes as R
 from ._domain import Domain
-from ._webhooks import WebhookSecret, _is_loopback, send_webhook
+from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, WebhookSecret, deliver, loopback_target
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest
@@ -69,13 +68,6 @@ __all__ = ["PROFILE_SHARE_EVENT", "REDELIVERIES", "REDELIVERY_DELAY", "ROUTES", 
 ROUTES: Final[tuple[str, ...]] = ("profile_share", "profile_share_status", "profile_on_share")
 #: The webhook event of a share (``webhooks/hip-scan-and-share.mdx``).
 PROFILE_SHARE_EVENT: Final = "abha.hip_profile_share"
-#: How many times a webhook the receiver did not take is sent again.
-REDELIVERIES: Final = 2
-#: Seconds between two attempts at one webhook.
-REDELIVERY_DELAY: Final = 0.05
-
-#: What one attempt at a webhook got: the HTTP status, or the type name of the exception raised instead.
-Outcome: TypeAlias = int | str
 
 
 @attrs.define
@@ -130,7 +122,7 @@ class FakeScanShare(Domain):
         self.business_id = "fake-business"
         #: Every attempt at a webhook, in order: ``(request id, HTTP status or the exception's type name)``.
         self.deliveries: list[tuple[str, Outcome]] = []
-        self._target: tuple[str, WebhookSecret] | None = None
+        self._target: Target | None = None
         self._counter: dict[tuple[str, str, str], int] = {}  # (day, hip, counter) -> tokens given
         self._given: dict[tuple[str, str, str, str], str] = {}  # (day, hip, counter, address) -> token
         self._tasks: set[asyncio.Task[None]] = set()
@@ -279,23 +271,11 @@ class FakeScanShare(Domain):
             },
         }
 
-    async def _deliver(self, target: tuple[str, WebhookSecret], share: FakeShare) -> None:
+    async def _deliver(self, target: Target, share: FakeShare) -> None:
         await self._attempts(target, share.request_id, self._event(share))
 
-    async def _attempts(self, target: tuple[str, WebhookSecret], request_id: str, event: dict[str, Any]) -> Outcome:
-        url, secret = target
-        outcome: Outcome = "not sent"
-        for attempt in range(1 + REDELIVERIES):
-            if attempt:
-                await asyncio.sleep(REDELIVERY_DELAY)
-            try:
-                outcome = await send_webhook(url, {**event, "timestamp": int(time.time())}, secret)
-            except Exception as exc:  # refused, reset, timed out: the service would try again
-                outcome = type(exc).__name__
-            self.deliveries.append((request_id, outcome))
-            if isinstance(outcome, int) and 200 <= outcome < 300:
-                break
-        return outcome
+    async def _attempts(self, target: Target, request_id: str, event: dict[str, Any]) -> Outcome:
+        return await deliver(target, event, lambda outcome: self.deliveries.append((request_id, outcome)))
 
     # ------------------------------------------------------------------------------ test controls
 
@@ -304,18 +284,7 @@ class FakeScanShare(Domain):
         ``None`` unregisters (the fake's own counter answers again).
 
         ``ValueError`` (at once) for a URL off loopback, or a secret that is not a non-empty str or bytes."""
-        if url is None:
-            self._target = None
-            return
-        try:
-            parsed = URL(url)
-        except (ValueError, TypeError):
-            raise ValueError("webhooks needs an http(s) URL on loopback") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
-            raise ValueError("webhooks only go to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
-        if not isinstance(secret, str | bytes) or not secret:
-            raise ValueError("webhooks needs the signing secret: a non-empty str or bytes")
-        self._target = (url, secret)
+        self._target = loopback_target(url, secret)
 
     async def send_again(self, request_id: str) -> Outcome:
         """Deliver the webhook of share ``request_id`` once more (a new transaction id, re-signed), as the

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import io
 import ipaddress
 import time
-from typing import TypeAlias
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
 import aiohttp
 from yarl import URL
@@ -99,3 +101,56 @@ async def send_webhook(
     ):
         await response.read()
         return response.status
+
+
+# ------------------------------------------------------------- the fake's own webhook sender (its ABDM domains)
+
+#: How many times a webhook the receiver did not take (not 2xx, or no answer) is sent again.
+REDELIVERIES: Final = 2
+#: Seconds between two attempts at one webhook (short: tests wait for them).
+REDELIVERY_DELAY: Final = 0.05
+
+#: What one attempt at a webhook got: the HTTP status, or the type name of the exception raised instead.
+Outcome: TypeAlias = int | str
+#: Where a fake domain sends its webhooks: the URL and the signing secret.
+Target: TypeAlias = tuple[str, WebhookSecret]
+
+
+def loopback_target(url: str | None, secret: WebhookSecret | None) -> Target | None:
+    """The checked target of a fake domain's ``webhooks(url, secret)`` (``None``: unregistered). ``ValueError``
+    (at once, not in a background task) for a URL off loopback, or a secret that is not a non-empty str or bytes."""
+    if url is None:
+        return None
+    try:
+        parsed = URL(url)
+    except (ValueError, TypeError):
+        raise ValueError("webhooks needs an http(s) URL on loopback") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host or not _is_loopback(parsed.host):
+        raise ValueError("webhooks only go to an http(s) URL on loopback (127.0.0.1, ::1, localhost)")
+    if not isinstance(secret, str | bytes) or not secret:
+        raise ValueError("webhooks needs the signing secret: a non-empty str or bytes")
+    return (url, secret)
+
+
+async def deliver(target: Target, event: dict[str, Any], record: Callable[[Outcome], None]) -> Outcome:
+    """Send ``event`` as the service does: until the receiver takes it (2xx) or after :data:`REDELIVERIES` more
+    attempts, :data:`REDELIVERY_DELAY` s apart, each signed afresh with a new ``timestamp``; every attempt's outcome
+    goes to ``record``. Returns the last one."""
+    url, secret = target
+    outcome: Outcome = "not sent"
+    for attempt in range(1 + REDELIVERIES):
+        if attempt:
+            await asyncio.sleep(REDELIVERY_DELAY)
+        try:
+            outcome = await send_webhook(url, {**event, "timestamp": int(time.time())}, secret)
+        except Exception as exc:  # refused, reset, timed out: the service would try again
+            outcome = type(exc).__name__
+        record(outcome)
+        if taken(outcome):
+            break
+    return outcome
+
+
+def taken(outcome: Outcome) -> bool:
+    """Whether the receiver took the webhook (answered 2xx)."""
+    return isinstance(outcome, int) and 200 <= outcome < 300
