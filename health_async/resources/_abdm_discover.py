@@ -35,20 +35,17 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-import attrs
-
 from .. import _constants as C
 from .. import _routes as R
 from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, path_segment, pick
 from .._retry import RetryPolicy
 from .._wire import structure, structure_many
-from ..errors import AbhaError, ApiError, InvalidRequest, OutcomeUnknown
+from ..errors import InvalidRequest
 from ..models._discover import Discovery, LinkConfirmed, LinkOtpSent, Provider
 from . import _discover_flow
 from ._abdm_base import AbdmBase
-from ._abha_kyc import _abha_refusal
-from ._base import settled
+from ._abdm_errors import not_on_500, typed_refusals
 from ._discover_flow import DiscoverAndLink
 
 __all__ = ["MAX_REF_ID", "MIN_PROVIDER_NAME", "DiscoverMixin", "normalize_hip_id", "normalize_ref_id"]
@@ -299,27 +296,19 @@ class DiscoverMixin(AbdmBase):
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> Any:
         """A read, retried as one except on HTTP 500 (ABDM's rate limits), ABDM error bodies mapped."""
-        policy = pick(retry, self._session.config.retry)
-        # (attrs' plugin cannot read the frozenset converter's type)
-        policy = attrs.evolve(policy, retry_statuses=policy.retry_statuses - {500})  # type: ignore[arg-type]
-        try:
-            return await self._session.request(
-                method,
-                path,
-                operation=operation,
-                route=route,
-                params=params,
-                json=json,
-                headers=headers,
-                idempotent=True,
-                retry=policy,
-                timeout=timeout,
-            )
-        except ApiError as exc:
-            mapped = _abha_refusal(exc, operation, checks_otp=False)
-            if mapped is None or mapped is exc:
-                raise
-            raise mapped from None
+        read = self._session.request(
+            method,
+            path,
+            operation=operation,
+            route=route,
+            params=params,
+            json=json,
+            headers=headers,
+            idempotent=True,
+            retry=not_on_500(pick(retry, self._session.config.retry)),
+            timeout=timeout,
+        )
+        return await typed_refusals(read, operation)
 
     async def _once(
         self,
@@ -333,19 +322,7 @@ class DiscoverMixin(AbdmBase):
     ) -> Any:
         """Sent once, ABDM error bodies mapped: a definite refusal (a wrong OTP, a rate limit, a block), even at
         HTTP 500, is raised as such, never as an unknown outcome (as ``client.abha``'s KYC calls)."""
-        try:
-            return await self._send_once(
-                "POST", path, operation=operation, headers=self._partner_headers(oid, partner_user_id), json=dict(body)
-            )
-        except OutcomeUnknown as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ApiError) and not isinstance(cause, AbhaError):
-                mapped = _abha_refusal(cause, operation, checks_otp=checks_otp)
-                if mapped is not None and settled(mapped):
-                    raise mapped from None
-            raise
-        except ApiError as exc:
-            mapped = _abha_refusal(exc, operation, checks_otp=checks_otp)
-            if mapped is None or mapped is exc:
-                raise
-            raise mapped from None
+        send = self._send_once(
+            "POST", path, operation=operation, headers=self._partner_headers(oid, partner_user_id), json=dict(body)
+        )
+        return await typed_refusals(send, operation, checks_otp=checks_otp)

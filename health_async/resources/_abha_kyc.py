@@ -40,9 +40,7 @@ ask again), ``ABDM-1022`` / ``ABDM-1100`` :class:`~health_async.errors.AbhaRateL
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Unpack, cast
-
-import attrs
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 from .. import _routes as R
 from .._aadhaar import normalize_aadhaar
@@ -50,44 +48,18 @@ from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_abha_nu
 from .._checks import checked
 from .._config import NOT_GIVEN, pick
 from .._wire import structure
-from ..errors import AbhaError, ApiError, InvalidRequest, OutcomeUnknown, error_from_response
+from ..errors import InvalidRequest
 from ..models._abha import OtpSent
 from ..models._abha_kyc import AbhaSessionToken, KycMethod, KycResult, SessionStatus
 from . import _abha_flow
+from ._abdm_errors import not_on_500, typed_refusals
 from ._abha_base import AbhaBase, AbhaOptions
 from ._abha_flow import AbhaSession, KycUpgrade, normalize_user_token
-from ._base import settled
 
 if TYPE_CHECKING:
     from .abha import Abha
 
 __all__ = ["AbhaKycMixin"]
-
-# ``errors.error_from_response`` makes an ABHA error body an AbhaError (OtpMismatch, AbhaRateLimited, AbhaBlocked)
-# only for the operations named in ``errors.ABHA_OPERATIONS`` / ``OTP_CHECK_OPERATIONS``, which do not name this
-# module's yet. Until they do, an answer of ours is mapped here as it is for the ABHA operation of the same nature
-# (an OTP check or not), under our own operation name; once they do, the error arrives mapped and this is inert.
-_LIKE: Final = {True: "login_verify", False: "login_init"}
-
-
-def _abha_refusal(exc: ApiError, operation: str, *, checks_otp: bool) -> AbhaError | None:
-    """The :class:`AbhaError` an ABHA error answer stands for (``None``: not an ABHA error body)."""
-    if isinstance(exc, AbhaError):
-        return exc
-    like = _LIKE[checks_otp]
-    mapped = error_from_response(exc.status, exc.headers, exc.body, operation=like)
-    if not isinstance(mapped, AbhaError):
-        return None
-    return type(mapped)(
-        operation + str(mapped).removeprefix(like),
-        code=mapped.code,
-        error=mapped.error,
-        source_error=mapped.source_error,
-        status=exc.status,
-        body=exc.body,
-        headers=exc.headers,
-        operation=operation,
-    )
 
 
 def _method(value: KycMethod | str) -> KycMethod:
@@ -213,25 +185,17 @@ class AbhaKycMixin(AbhaBase):
             AbhaRateLimited, AbhaBlocked, AbhaError: ABDM's refusal.
         """
         self._required_user_id(options.get("user_id", NOT_GIVEN))
-        policy = pick(options.get("retry", NOT_GIVEN), self._session.config.retry)
-        # (attrs' plugin cannot read the frozenset converter's type)
-        policy = attrs.evolve(policy, retry_statuses=policy.retry_statuses - {500})  # type: ignore[arg-type]
-        try:
-            data = await self._session.request(
-                "GET",
-                R.PATH_SESSION_STATUS,
-                operation="session_status",
-                headers=self._headers(options),
-                idempotent=True,
-                retry=policy,
-                timeout=options.get("timeout", NOT_GIVEN),
-            )
-        except ApiError as exc:
-            mapped = _abha_refusal(exc, "session_status", checks_otp=False)
-            if mapped is None or mapped is exc:
-                raise
-            raise mapped from None
-        return structure(data, SessionStatus)
+        policy = not_on_500(pick(options.get("retry", NOT_GIVEN), self._session.config.retry))
+        read = self._session.request(
+            "GET",
+            R.PATH_SESSION_STATUS,
+            operation="session_status",
+            headers=self._headers(options),
+            idempotent=True,
+            retry=policy,
+            timeout=options.get("timeout", NOT_GIVEN),
+        )
+        return structure(await typed_refusals(read, "session_status"), SessionStatus)
 
     # -------------------------------------------------------------------- guided flows
 
@@ -301,19 +265,8 @@ class AbhaKycMixin(AbhaBase):
         checks_otp: bool,
         **options: Unpack[AbhaOptions],
     ) -> Any:
-        """``_post(..., once=True)`` with ABHA error bodies mapped (see :func:`_abha_refusal`): a definite
-        refusal (a wrong OTP, a rate limit, a block) is raised as such, never as an unknown outcome."""
-        try:
-            return await self._post(path, operation, body, once=True, **options)
-        except OutcomeUnknown as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ApiError) and not isinstance(cause, AbhaError):
-                mapped = _abha_refusal(cause, operation, checks_otp=checks_otp)
-                if mapped is not None and settled(mapped):
-                    raise mapped from None
-            raise
-        except ApiError as exc:
-            mapped = _abha_refusal(exc, operation, checks_otp=checks_otp)
-            if mapped is None or mapped is exc:
-                raise
-            raise mapped from None
+        """``_post(..., once=True)`` with ABHA error bodies typed (:func:`~._abdm_errors.typed_refusals`): a
+        definite refusal (a wrong OTP, a rate limit, a block) is raised as such, never as an unknown outcome."""
+        return await typed_refusals(
+            self._post(path, operation, body, once=True, **options), operation, checks_otp=checks_otp
+        )

@@ -31,8 +31,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final
 
-import attrs
-
 from .. import _routes as R
 from .._abha_input import normalize_otp, normalize_txn_id
 from .._checks import checked
@@ -47,10 +45,10 @@ from ..errors import (
     InvalidRequest,
     OutcomeUnknown,
     ResponseValidationError,
-    error_from_response,
 )
 from ..models._consents import PinOtpSent, PinResetStep, PinScope, parse_pin_exists
 from ._abdm_base import AbdmBase
+from ._abdm_errors import abha_refusal, not_on_500
 from ._base import settled
 from ._flow import Clock, GuidedFlow, field, open_state, time_field
 
@@ -62,9 +60,6 @@ PIN_LENGTH: Final = 4
 STATE_VERSION: Final = 1
 _SEAL_PURPOSE: Final = b"health_async.consent_pin_reset_state"
 _HEADER_OPTIONS: Final = ("oid", "partner_user_id")
-# ``errors.error_from_response`` maps an ABHA error body only for the operations it names (``client.abha``'s):
-# an answer of ours is mapped as the ABHA operation of the same nature (an OTP check or not), under our name.
-_LIKE: Final = {True: "login_verify", False: "login_init"}
 
 _EXPECTED: Final[dict[PinResetStep, str]] = {
     PinResetStep.VERIFY_OTP: "verify_otp",
@@ -222,21 +217,7 @@ def resume(
 def _refusal(exc: ApiError, operation: str, *, checks_otp: bool, checks_pin: bool) -> ApiError:
     """The typed error an error answer stands for: the service's error body as an :class:`AbhaError` (or a
     subclass), a 400 to a PIN check as :class:`ConsentPinMismatch`; anything else as it is."""
-    mapped: ApiError = exc
-    if not isinstance(exc, AbhaError):
-        like = _LIKE[checks_otp]
-        found = error_from_response(exc.status, exc.headers, exc.body, operation=like)
-        if isinstance(found, AbhaError):
-            mapped = type(found)(
-                operation + str(found).removeprefix(like),
-                code=found.code,
-                error=found.error,
-                source_error=found.source_error,
-                status=exc.status,
-                body=exc.body,
-                headers=exc.headers,
-                operation=operation,
-            )
+    mapped: ApiError = abha_refusal(exc, operation, checks_otp=checks_otp) or exc
     if checks_pin and isinstance(mapped, AbhaError) and mapped.status == 400 and not mapped.is_rate_limited:
         code = f" {mapped.source_code}" if mapped.source_code else ""
         return ConsentPinMismatch(
@@ -506,9 +487,7 @@ class ConsentPinMixin(AbdmBase):
         try:
             if once:
                 return await self._send_once(method, path, operation=operation, retry=retry, timeout=timeout, **kwargs)
-            policy = pick(retry, self._session.config.retry)
-            # (attrs' plugin cannot read the frozenset converter's type)
-            policy = attrs.evolve(policy, retry_statuses=policy.retry_statuses - {500})  # type: ignore[arg-type]
+            policy = not_on_500(pick(retry, self._session.config.retry))
             return await self._session.request(
                 method, path, operation=operation, idempotent=True, retry=policy, timeout=timeout, **kwargs
             )
