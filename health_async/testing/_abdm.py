@@ -50,7 +50,6 @@ deliveries.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import datetime as dt
@@ -66,8 +65,8 @@ from aiohttp import web
 from .. import _json
 from ..abdm_crypto import KeyMaterial
 from . import _routes as R
-from ._domain import Domain
-from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, WebhookSecret, deliver, loopback_target
+from ._webhook_domain import WebhookDomain
+from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, deliver
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest
@@ -105,7 +104,7 @@ def _error(message: str, status: int = 400) -> web.Response:
     return web.json_response({"code": status, "error": message}, status=status)
 
 
-class FakeAbdm(Domain):
+class FakeAbdm(WebhookDomain):
     """State and routes of the ABDM exchange, hospital side (see the module docstring)."""
 
     ROUTES = ROUTES
@@ -124,12 +123,7 @@ class FakeAbdm(Domain):
         self._hiu: dict[str, KeyMaterial] = {}
         #: ``business_id`` of every webhook sent.
         self.business_id = "fake-business"
-        #: Every attempt at a webhook, in order: ``(event name, HTTP status or the exception's type name)``.
-        self.deliveries: list[tuple[str, Outcome]] = []
-        self._target: Target | None = None
         self._failing: dict[str, str] = {}  # care context id -> the error text of its ERRORED link
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
 
     def add_routes(self, app: web.Application) -> None:
         route = self.server._route
@@ -138,28 +132,13 @@ class FakeAbdm(Domain):
         app.router.add_post(R.CARE_CONTEXTS_NOTIFY, route("care_contexts_notify", self._notify))
         app.router.add_post(R.HIP_DATA_ON_FETCH, route("hip_data_push", self._push))
 
-    async def start(self) -> None:
-        self._closed = False
-
-    async def close(self) -> None:
-        """Cancel the webhooks still being sent and wait for them: nothing is left running."""
-        self._closed = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
     def reset(self) -> None:
         self.links.clear()
         self.notified.clear()
         self._pages.clear()
         self._hiu.clear()
         self.relinked = 0
-        for task in self._tasks:  # a previous test's webhooks must not reach the next one's receiver
-            task.cancel()
-        self.deliveries.clear()
-        self._target = None
+        self._forget_webhooks()
         self._failing.clear()
 
     # ------------------------------------------------------------------------------ routes
@@ -295,11 +274,6 @@ class FakeAbdm(Domain):
         """Run ``work`` as a background task of this domain: awaited by :meth:`flush`, cancelled on close."""
         self._spawn(work)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _deliver_all(self, target: Target, events: list[dict[str, Any]]) -> None:
         for event in events:
             await self._deliver(target, event)
@@ -309,13 +283,6 @@ class FakeAbdm(Domain):
         :attr:`deliveries`; the last attempt's outcome."""
         return await deliver(target, event, lambda outcome: self.deliveries.append((event["event"], outcome)))
 
-    def webhooks(self, url: str | None, secret: WebhookSecret | None = None) -> None:
-        """Send ABDM's webhooks to ``url`` (http(s) on loopback), signed with ``secret``; ``None`` unregisters.
-
-        ``ValueError`` (at once, not in a background task) for a URL off loopback, or a secret that is not a
-        non-empty str or bytes."""
-        self._target = loopback_target(url, secret)
-
     def fail_links(self, care_context_ids: Iterable[str], error: str = LINK_ERROR) -> None:
         """Make every later link of these care context ids end ``ERRORED`` with ``error`` (added to the ids
         already failing; :meth:`reset` forgets them). A failed link is not held."""
@@ -323,13 +290,6 @@ class FakeAbdm(Domain):
             raise ValueError("fail_links takes a collection of care context ids, not one str")
         for cid in care_context_ids:
             self._failing[cid] = error
-
-    async def flush(self) -> None:
-        """Wait until the webhooks being sent in the background have been delivered or given up."""
-        while self._tasks:
-            for outcome in await asyncio.gather(*list(self._tasks), return_exceptions=True):
-                if isinstance(outcome, Exception):
-                    raise outcome
 
     async def send_data_request(
         self,

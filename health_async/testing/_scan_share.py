@@ -44,20 +44,18 @@ on-share body received, in order), :attr:`FakeScanShare.hip_names` (HIP id -> th
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
 import time
 import uuid
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from aiohttp import web
 
 from . import _routes as R
-from ._domain import Domain
-from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, WebhookSecret, deliver, loopback_target
+from ._webhook_domain import WebhookDomain
+from ._webhooks import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, deliver
 
 if TYPE_CHECKING:
     from ._common import RecordedRequest
@@ -101,7 +99,7 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-class FakeScanShare(Domain):
+class FakeScanShare(WebhookDomain):
     """State and routes of Scan & Share (see the module docstring)."""
 
     ROUTES = ROUTES
@@ -120,13 +118,8 @@ class FakeScanShare(Domain):
         self.hip_names: dict[str, str] = {}
         #: ``business_id`` of every webhook sent.
         self.business_id = "fake-business"
-        #: Every attempt at a webhook, in order: ``(request id, HTTP status or the exception's type name)``.
-        self.deliveries: list[tuple[str, Outcome]] = []
-        self._target: Target | None = None
         self._counter: dict[tuple[str, str, str], int] = {}  # (day, hip, counter) -> tokens given
         self._given: dict[tuple[str, str, str, str], str] = {}  # (day, hip, counter, address) -> token
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._closed = False
 
     def add_routes(self, app: web.Application) -> None:
         route = self.server._route
@@ -134,30 +127,15 @@ class FakeScanShare(Domain):
         app.router.add_get(R.PROFILE_SHARE_STATUS, route("profile_share_status", self._status))
         app.router.add_post(R.PROFILE_ON_SHARE, route("profile_on_share", self._on_share))
 
-    async def start(self) -> None:
-        self._closed = False
-
-    async def close(self) -> None:
-        """Cancel the webhooks still being sent and wait for them: nothing is left running."""
-        self._closed = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
     def reset(self) -> None:
-        for task in self._tasks:  # a previous test's webhooks must not reach the next one's receiver
-            task.cancel()
+        self._forget_webhooks()
         self.shares.clear()
         self.answers.clear()
         self.abha_addresses.clear()
         self.abha_numbers.clear()
         self.hip_names.clear()
-        self.deliveries.clear()
         self._counter.clear()
         self._given.clear()
-        self._target = None
 
     # ------------------------------------------------------------------------------ routes
 
@@ -245,11 +223,6 @@ class FakeScanShare(Domain):
 
     # ------------------------------------------------------------------------------ webhooks
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     def _event(self, share: FakeShare) -> dict[str, Any]:
         now = int(time.time())
         return {
@@ -279,13 +252,6 @@ class FakeScanShare(Domain):
 
     # ------------------------------------------------------------------------------ test controls
 
-    def webhooks(self, url: str | None, secret: WebhookSecret | None = None) -> None:
-        """Send each share to the hospital at ``url`` (http(s) on loopback) as a webhook signed with ``secret``;
-        ``None`` unregisters (the fake's own counter answers again).
-
-        ``ValueError`` (at once) for a URL off loopback, or a secret that is not a non-empty str or bytes."""
-        self._target = loopback_target(url, secret)
-
     async def send_again(self, request_id: str) -> Outcome:
         """Deliver the webhook of share ``request_id`` once more (a new transaction id, re-signed), as the
         service does when it redelivers; its outcome. ``KeyError`` for an unknown share, ``RuntimeError`` when
@@ -295,13 +261,6 @@ class FakeScanShare(Domain):
         if target is None:
             raise RuntimeError("no webhook URL registered: call server.scan_share.webhooks(url, secret) first")
         return await self._attempts(target, request_id, self._event(share))
-
-    async def flush(self) -> None:
-        """Wait until the webhooks being sent in the background have been delivered or given up."""
-        while self._tasks:
-            for outcome in await asyncio.gather(*list(self._tasks), return_exceptions=True):
-                if isinstance(outcome, Exception):
-                    raise outcome
 
     def abha_address(self, oid: str) -> str:
         """The ABHA address the fake holds for the user ``oid`` (see the module docstring)."""
