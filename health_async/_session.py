@@ -172,6 +172,8 @@ class Session:
         timeout: float | NotGiven | None = NOT_GIVEN,
         url: URL | None = None,
         decode: Callable[[bytes], Any] | None = None,
+        receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[Any]] | None = None,
+        restart: Callable[[], bool] | None = None,
     ) -> Any:
         """Send one logical request (with retries) and return the decoded JSON of the success response.
 
@@ -186,6 +188,10 @@ class Session:
         ``decode`` is a fast typed decoder for a 200's bytes (``describe``'s): what it returns is returned as it
         is, unless it returns ``None``, which means "not for me" (an envelope, a body it does not fit): the body is
         then decoded (and decrypted) as JSON like any other, for the caller's tolerant converter.
+
+        ``receive`` takes a 200's body itself, streamed (the ABHA card: a file, not JSON): it is handed the open
+        response and what it returns is returned; another 2XX is a :class:`ResponseValidationError` (no body to
+        take). ``restart`` is asked before each retry whether the receiver can start over (``False``: no retry).
         """
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
@@ -215,10 +221,15 @@ class Session:
         )
         req.first_timeout = first_timeout
         req.decode = decode
+        req.receive = receive
+
+        def retryable(exc: BaseException) -> bool:
+            return _retryable(policy, exc, req.idempotent) and (restart is None or restart())
+
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:
-            if policy.attempts <= 1 or not _retryable(policy, exc, req.idempotent):
+            if policy.attempts <= 1 or not retryable(exc):
                 raise
             first_failure: HealthError | None = exc
         attempt = 1
@@ -258,7 +269,7 @@ class Session:
         retrying = tenacity.AsyncRetrying(
             stop=stop,
             wait=wait,
-            retry=tenacity.retry_if_exception(lambda e: _retryable(policy, e, req.idempotent)),
+            retry=tenacity.retry_if_exception(retryable),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -342,6 +353,8 @@ class Session:
             break
         if status >= 300:  # a redirect is never followed: it is an error, not the service's answer
             raise await self._error(req, status, headers, raw)
+        if req.receive is not None:
+            return req.received
         fast = req.decode
         if fast is not None and status == 200:
             value = fast(raw)
@@ -435,6 +448,13 @@ class Session:
             ) as resp:
                 if req.rated:  # a caller's session (no trace of ours): stamped when the answer comes, later than sent
                     self._stamp(req, True)
+                if req.receive is not None and resp.status < 300:
+                    if resp.status != 200:
+                        raise ResponseValidationError(
+                            f"{req.operation}: the service answered HTTP {resp.status} without a body"
+                        )
+                    req.received = await req.receive(resp, req)
+                    return resp.status, resp.headers, b""
                 return resp.status, resp.headers, await _read_capped(resp, self.config.max_response_size, req)
         except _Overdue:  # the budget ran out before the request was made: not sent
             left = False
@@ -572,6 +592,8 @@ class _Request:
         "params",
         "policy",
         "rated",
+        "receive",
+        "received",
         "route",
         "url",
     )
@@ -614,6 +636,9 @@ class _Request:
         self.origin: URL | None = url.origin() if foreign else None
         #: Charged to the rate and not yet reported sent (see :meth:`Session._stamp`).
         self.rated = False
+        #: The receiver of a 200's streamed body, or None (see :meth:`Session.request`); what it returned.
+        self.receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[Any]] | None = None
+        self.received: Any = None
 
 
 #: Bytes above which a JSON body is handed to aiohttp as a file-like object (aiohttp's own warning threshold).

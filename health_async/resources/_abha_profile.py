@@ -30,10 +30,9 @@ the asset and the first bytes must be what that type says (a PNG signature, ``%P
 error body answered with 200, :class:`~health_async.errors.ResponseValidationError`. Nothing partial is left
 behind: a path is written to a hidden temporary file beside it (``.<name>.<random>.part``, readable by the owner
 only) that is flushed, synced and renamed over the path only when complete (an existing file there stays as it
-was until then); a seekable file object is cut back to where it was. Judgement call: the client has no streaming
-request of its own (``Session.request`` reads each body whole, capped): :meth:`AbhaProfileMixin._download` is the
-smallest general one, built from the session's own parts (its limits, token refresh, error and transport
-mapping, retry policy), and belongs in the session once a second caller needs it.
+was until then); a seekable file object is cut back to where it was. The request goes through the session's
+chokepoint as every other (its limits, token refresh, error and transport mapping, retry policy), the 200's body
+handed to this module's receiver instead of read whole (``Session.request(receive=...)``).
 
 **Errors.** The service's error body (``GenericError``: ``code``, ``error``, ``source_error``) comes as an
 :class:`~health_async.errors.ApiError` by status (404: :class:`~health_async.errors.NotFoundError`, e.g. no profile
@@ -46,10 +45,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import io
-import logging
 import os
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TypeAlias, TypedDict, Unpack
@@ -61,21 +58,17 @@ from .. import _constants as C
 from .. import _json
 from .. import _routes as R
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, pick
+from .._config import NOT_GIVEN, NotGiven
 from .._files import SNIFF_BYTES, sniff_content_type
-from .._logging import logger
 from .._mobile import normalize_mobile
-from .._retry import RetryPolicy, retry_reason
-from .._session import _looks_encrypted, _Overdue, _read_capped, _Request, _retryable
+from .._retry import RetryPolicy
+from .._session import _looks_encrypted, _read_capped, _Request
 from .._wire import structure
 from ..errors import (
-    ClientClosedError,
-    HealthError,
     InvalidArgumentType,
     InvalidRequest,
     ResponseTooLarge,
     ResponseValidationError,
-    TransportError,
 )
 from ..models import AbhaProfile, AbhaSearchResult, NewAbhaProfile, PincodeDetails
 from ..models._patients import Gender
@@ -100,7 +93,6 @@ _PINCODE_LENGTH: Final = 6
 #: pages: "first_name, gender, and date_of_birth cannot be modified" / "Name, gender and date of birth cannot be
 #: edited for a KYC verified ABHA").
 _KYC_LOCKED: Final = ("first_name", "gender", "date_of_birth")
-_UNAUTHORIZED: Final = object()
 
 
 class AbhaCallOptions(TypedDict, total=False):
@@ -474,59 +466,23 @@ class AbhaProfileMixin(AbhaBase):
         receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[str]],
         retry: RetryPolicy | NotGiven,
         timeout: float | NotGiven | None,
-        route: str | None = None,
     ) -> str:
-        """A GET whose 200 body is streamed by ``receive`` (to ``target``), with the session's limits, token and
-        401 refresh, error and transport mapping, and the retry policy of a read; ``receive``'s return value is
-        returned. ``target`` is started over before each retry, committed at the end, discarded on any failure
-        (cancellation included). The general helper the session lacks (see the module)."""
-        session = self._session
-        if session.closed:
-            raise ClientClosedError("the HealthClient is closed; create a new one")
-        config = session.config
-        policy = pick(retry, config.retry)
-        started = time.monotonic()
-        budget = config.timeout if isinstance(timeout, NotGiven) else timeout
-        req = _Request(
-            "GET",
-            session._url(path),
-            route or path,
-            operation,
-            params,
-            headers,
-            None,
-            None,
-            True,
-            False,
-            False,
-            None if budget is None else started + budget,
-            policy,
-        )
+        """A GET whose 200 body ``receive`` streams to ``target``, through the session as a read (retried as
+        one); ``receive``'s return value is returned. ``target`` is started over before each retry (none when it
+        cannot be), committed at the end, discarded on any failure (cancellation included)."""
         try:
-            attempt = 0
-            while True:
-                attempt += 1
-                try:
-                    result = await self._stream_attempt(req, receive, attempt)
-                    break
-                except HealthError as exc:
-                    if attempt >= policy.attempts or not _retryable(policy, exc, True) or not target.restart():
-                        raise
-                    delay = policy.delay(attempt, exc)
-                    now = time.monotonic()
-                    if (req.deadline is not None and now + delay >= req.deadline) or (
-                        policy.deadline is not None and now - started + delay > policy.deadline
-                    ):
-                        raise
-                    logger.info(
-                        "retrying %s %s in %.2fs after attempt %d: %s",
-                        req.method,
-                        req.route,
-                        delay,
-                        attempt,
-                        retry_reason(exc),
-                    )
-                    await asyncio.sleep(delay)
+            result: str = await self._session.request(
+                "GET",
+                path,
+                operation=operation,
+                params=params,
+                headers=headers,
+                idempotent=True,
+                retry=retry,
+                timeout=timeout,
+                receive=receive,
+                restart=target.restart,
+            )
             await target.commit()
             return result
         except _TargetFailed as exc:
@@ -535,101 +491,6 @@ class AbhaProfileMixin(AbhaBase):
         except BaseException:
             target.discard()
             raise
-
-    async def _stream_attempt(
-        self, req: _Request, receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[str]], attempt: int
-    ) -> str:
-        """One attempt of :meth:`_download`, as ``Session._attempt`` makes one (slot, pause and rate, token)."""
-        session = self._session
-        http = session._open()
-        limits = session.limits
-        auth = session.auth
-        token = auth.current()
-        if token is None:
-            token = await auth.token(session)
-        generation = auth.generation
-        for auth_try in (0, 1):
-            if not limits.enter():
-                await limits.wait_slot()
-            try:
-                if limits.must_wait:
-                    req.rated = await session._admit(limits, req)
-                result = await self._stream_send(
-                    http, req, token, receive, attempt, refresh=auth_try == 0 and auth.can_refresh
-                )
-            finally:
-                limits.leave()
-            if result is not _UNAUTHORIZED:
-                assert isinstance(result, str)
-                return result
-            token = await auth.refresh(session, generation)
-            generation = auth.generation
-        raise AssertionError("unreachable: the second try never asks for a refresh")
-
-    async def _stream_send(
-        self,
-        http: aiohttp.ClientSession,
-        req: _Request,
-        token: str,
-        receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[str]],
-        attempt: int,
-        *,
-        refresh: bool,
-    ) -> object:
-        """Send one request and hand a 200 to ``receive``; ``_UNAUTHORIZED`` for a 401 worth a token refresh."""
-        session = self._session
-        headers = {**session._base_headers, C.H_AUTHORIZATION: f"Bearer {token}", **req.headers}
-        left = True  # for the rate: whether the request may have reached the service
-        try:
-            async with http.request(
-                req.method,
-                req.url,
-                params=req.params,
-                headers=headers,
-                timeout=session._attempt_timeout(req),
-                allow_redirects=False,
-                raise_for_status=False,
-                auto_decompress=True,
-                proxy=session.config.proxy,
-                trace_request_ctx=req if req.rated else None,
-            ) as resp:
-                if req.rated:
-                    session._stamp(req, True)
-                status = resp.status
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug(
-                        "%s %s -> %d (%s, attempt %d, streamed, request id %s)",
-                        req.method,
-                        req.route,
-                        status,
-                        req.operation,
-                        attempt,
-                        resp.headers.get("x-request-id", "-"),
-                    )
-                if status == 401 and refresh:
-                    return _UNAUTHORIZED
-                if status >= 300:
-                    raw = await _read_capped(resp, session.config.max_response_size, req)
-                    raise await session._error(req, status, resp.headers, raw)
-                if status != 200:
-                    raise ResponseValidationError(f"{req.operation}: the service answered HTTP {status} without a body")
-                return await receive(resp, req)
-        except _Overdue:  # the budget ran out before the request was made: not sent
-            left = False
-            raise
-        except HealthError:
-            raise
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            error = session._transport_error(exc, req)
-            left = not isinstance(error, TransportError) or error.sent
-            raise error from exc
-        except RuntimeError as exc:  # aiohttp: "Session is closed" when aclose() raced us
-            if session.closed or http.closed:
-                raise ClientClosedError(f"{req.operation}: the HTTP session was closed during the request") from exc
-            raise
-        finally:
-            if req.rated:
-                session._stamp(req, left)
 
 
 # ------------------------------------------------------------------------------------------------ targets
