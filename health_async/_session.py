@@ -222,14 +222,10 @@ class Session:
         req.first_timeout = first_timeout
         req.decode = decode
         req.receive = receive
-
-        def retryable(exc: BaseException) -> bool:
-            return _retryable(policy, exc, req.idempotent) and (restart is None or restart())
-
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:
-            if policy.attempts <= 1 or not retryable(exc):
+            if policy.attempts <= 1 or not _retryable(policy, exc, req.idempotent, restart):
                 raise
             first_failure: HealthError | None = exc
         attempt = 1
@@ -269,7 +265,7 @@ class Session:
         retrying = tenacity.AsyncRetrying(
             stop=stop,
             wait=wait,
-            retry=tenacity.retry_if_exception(retryable),
+            retry=tenacity.retry_if_exception(lambda e: _retryable(policy, e, req.idempotent, restart)),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -652,8 +648,15 @@ class _Overdue(RequestTimeout):
     """Not sent because the call's time budget would not allow it: final, never retried."""
 
 
-def _retryable(policy: RetryPolicy, exc: BaseException, idempotent: bool) -> bool:
-    return not isinstance(exc, _Overdue) and policy.should_retry(exc, idempotent=idempotent)
+def _retryable(
+    policy: RetryPolicy, exc: BaseException, idempotent: bool, restart: Callable[[], bool] | None = None
+) -> bool:
+    """Whether another attempt is worth it; ``restart`` (a streamed body's receiver) must be able to start over."""
+    return (
+        not isinstance(exc, _Overdue)
+        and policy.should_retry(exc, idempotent=idempotent)
+        and (restart is None or restart())
+    )
 
 
 def _client_timeout(total: float | None, connect: float | None) -> aiohttp.ClientTimeout:
