@@ -37,7 +37,7 @@ themselves), still fails.
 
 :func:`fast_decoder` is the bulk path: msgspec decodes the response bytes straight into the attrs classes in C,
 derived from the same declarations. It exists only for a tree of models whose wire names are their attribute
-names, live spellings aside: a live spelling is renamed in the bytes before the decode (judgement call, see
+names, live spellings aside: a live spelling is an alias of the documented field's slot (judgement call, see
 :func:`fast_decoder`). Whatever does not fit that strict decode as it is returns ``None`` and goes through
 :func:`structure`, which tolerates more and names the field that does not fit.
 """
@@ -47,8 +47,8 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import functools
+import inspect
 import math
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -566,15 +566,19 @@ def fast_decoder(cls: type[T]) -> Callable[[bytes], T | None]:
     Derived from the declarations: every field of the tree must be read from its own name, but for live spellings
     (``wire("svc_id", "eka_id")``); a field with its own rule, a nested wire name or a local field cannot be
     decoded this way, and building the decoder fails (a model change that breaks the fast path shows at import).
+    A body none of whose keys is a field decodes as the model of defaults: that is what an encrypted envelope or
+    an error object gives, and it returns ``None`` too (the generic path tells them apart).
 
-    Judgement call: msgspec has no aliases, so a live spelling is renamed in the bytes (``"eka_id":`` ->
-    ``"svc_id":``) before the decode, which makes the body read as the documented spelling. That is exact because
-    every name renamed is a field of one model only (checked here), and guarded: a body that carries both
-    spellings, or the live one in another form (white space before the colon), is left to the tolerant path,
-    which applies the documented precedence. A key inside a JSON string cannot match, because a quote in a
-    string is escaped.
+    Judgement call, the live spellings: msgspec has no aliases, so each live spelling becomes an attribute of its
+    model that *is* the documented field's slot (``ReportItem.eka_id`` is the member descriptor of ``svc_id``),
+    and msgspec is shown those extra names as fields while the decoder is built (its view of the class is cached
+    in the decoder). msgspec then sets the one slot from either key, in C, white space and all. The alias is not
+    a field: ``attrs.fields``, ``asdict``, ``evolve``, ``repr``, equality, pickling and msgspec's encoding never
+    see it; reading ``item.eka_id`` gives ``item.svc_id``. A body that carries both spellings of one field is left
+    to the tolerant path, which applies the documented precedence (the first spelling present and not ``null``),
+    where msgspec would keep whichever came last.
     """
-    renames: dict[str, str] = {}
+    aliases: dict[type, dict[str, str]] = {}
     owners: dict[str, type] = {}
     seen: set[type] = set()
 
@@ -592,35 +596,74 @@ def fast_decoder(cls: type[T]) -> Callable[[bytes], T | None]:
                 raise TypeError(f"{model.__name__}.{field.name}: the fast decode needs the field's own name")
             for name in names:
                 if owners.setdefault(name, model) is not model:
-                    raise TypeError(f"{name}: a wire name of two models cannot be renamed in the bytes")
+                    raise TypeError(f"{name}: a wire name of two models cannot be aliased alike")
             for live in names[1:]:
-                renames[live] = field.name
+                aliases.setdefault(model, {})[live] = field.name
             for inner in _models_in(hints[field.name]):
                 walk(inner)
 
     walk(cls)
-    decode = msgspec.json.Decoder(cls).decode
-    swaps = tuple(
-        (f'"{live}"'.encode(), f'"{live}":'.encode(), f'"{name}":'.encode()) for live, name in sorted(renames.items())
+    decode = _decoder_with_aliases(cls, aliases)
+    # both spellings of a field in one body: the precedence is the tolerant path's (the documented one first,
+    # checked first: a producer sends one of the two, so one scan of the body per field usually settles it)
+    both = tuple(
+        (f'"{name}"'.encode(), f'"{live}"'.encode())
+        for names in aliases.values()
+        for live, name in sorted(names.items())
     )
-    # one pass finds whether any live spelling is there at all (a documented body then costs only that pass)
-    any_live = re.compile(b"|".join(re.escape(live_key) for live_key, _, _ in swaps)).search if swaps else None
+    errors = _FAST_DECODE_ERRORS
+    nothing = _defaults_of(cls)
 
     def fast(raw: bytes) -> T | None:
-        if any_live is not None and any_live(raw) is not None:
-            for live_key, live_colon, colon in swaps:
-                if live_colon in raw:
-                    if colon in raw:  # both spellings: the tolerant path applies the precedence
-                        return None
-                    raw = raw.replace(live_colon, colon)
-                if live_key in raw:  # spelled otherwise (white space before the colon): rare
-                    return None
+        for documented, live in both:
+            if documented in raw and live in raw:
+                return None
         try:
-            return decode(raw)
-        except _FAST_DECODE_ERRORS:
+            value = decode(raw)
+        except errors:
             return None
+        return None if value == nothing else value
 
     return fast
+
+
+def _defaults_of(cls: type[T]) -> T | None:
+    """The model of defaults (``None`` when a field is required: then no body decodes to it)."""
+    try:
+        return cls()
+    except TypeError:
+        return None
+
+
+def _decoder_with_aliases(cls: type[T], aliases: Mapping[type, Mapping[str, str]]) -> Callable[[bytes], T]:
+    """msgspec's decoder of ``cls``, shown each model's live spellings as fields that alias the documented one's
+    slot (see :func:`fast_decoder`). The extra fields exist only while the decoder is built; the aliases stay."""
+    saved: list[tuple[type, Any, Any]] = []
+    try:
+        for model, names in aliases.items():
+            fields = attrs.fields_dict(model)
+            before = inspect.get_annotations(model)
+            own = dict(before)
+            for live, name in names.items():
+                slot = next((k.__dict__[name] for k in model.__mro__ if name in k.__dict__), None)
+                if not isinstance(slot, types.MemberDescriptorType):
+                    raise TypeError(f"{model.__name__}.{name}: the fast decode needs a slotted model")
+                present = getattr(model, live, None)
+                if present is not None and present is not slot:
+                    raise TypeError(f"{model.__name__}.{live}: a live spelling cannot shadow an attribute")
+                type.__setattr__(model, live, slot)
+                own[live] = typing.get_type_hints(model)[name]
+            extra = tuple(fields[name].evolve(name=live) for live, name in names.items())
+            saved.append((model, model.__dict__["__attrs_attrs__"], before))
+            type.__setattr__(model, "__attrs_attrs__", (*model.__dict__["__attrs_attrs__"], *extra))
+            type.__setattr__(model, "__annotations__", own)
+            if "__msgspec_cache__" in model.__dict__:  # an earlier view without the aliases
+                type.__delattr__(model, "__msgspec_cache__")
+        return msgspec.json.Decoder(cls).decode
+    finally:
+        for model, fields_before, annotations_before in saved:
+            type.__setattr__(model, "__attrs_attrs__", fields_before)
+            type.__setattr__(model, "__annotations__", annotations_before)
 
 
 def _models_in(tp: Any) -> list[type]:

@@ -318,15 +318,13 @@ class UploadOutcome:
 # body that does not fit it as it is takes the tolerant rules of :func:`health_async._wire.structure`.
 
 _decode_fast: Final = fast_decoder(Document)
-_ENVELOPE_KEY: Final = b'"ciphertext"'
 
 
 def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:
     """The fast path: a describe's response bytes as a :class:`Document`, or ``None`` when the body does not fit
     it as it is (then decode the JSON and call :func:`structure_document`, which tolerates more and names the field
-    that does not fit). ``document_id`` fills the id when the body has none."""
-    if _ENVELOPE_KEY in raw:  # possibly an encrypted body (or text that mentions it): the generic path decides
-        return None
+    that does not fit). ``document_id`` fills the id when the body has none. An encrypted envelope (no key of a
+    document) is left to the generic path."""
     doc = _decode_fast(raw)
     if doc is not None and doc.document_id is None and document_id is not None:
         object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
