@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import health_async as ha
-from health_async._plain import unstructure
+from health_async._plain import document_json, unstructure
 from health_async._wire import structure
 from health_async.models import (
     AadhaarInit,
@@ -297,6 +297,36 @@ def test_unstructure_gives_readable_json() -> None:
     assert out["smart_report"]["verified"][0]["svc_id"] == "item-1"
     prof = unstructure(structure(VENDOR_PROFILE, Profile))
     assert prof["date_of_birth"] == "2000-01-02" and prof["first_name"] == "Eka"
+
+
+def _plain_reference(doc: ha.Document) -> Any:
+    """A document's plain form written the long way: every field as msgspec makes plain data, and each report
+    item's flag name beside its code (the definition document_json encodes in one C pass)."""
+    out = msgspec.to_builtins(doc)
+    if out["smart_report"] is not None:
+        for kind in ("verified", "unverified"):
+            for plain, item in zip(out["smart_report"][kind], getattr(doc.smart_report, kind), strict=True):
+                plain["flag"] = item.flag.name
+    return orjson.loads(orjson.dumps(out))  # as JSON (tuples are arrays)
+
+
+def test_document_json_is_every_field_and_each_items_flag() -> None:
+    rng = random.Random(11)
+    docs = [structure_document(make_document(rng, f"d{n}", date=1614556800 + n)) for n in range(40)]
+    odd = {**ITEM_INTERFACE, "result_id": "sm-not-documented", "coordinates": []}
+    docs += [
+        structure_document({**VENDOR_DOCUMENT, "smart_report": {"verified": [odd], "unverified": [ITEM_LIVE]}}, "d"),
+        structure_document({**VENDOR_DOCUMENT, "smart_report": {}}, "d"),
+        structure_document({**VENDOR_DOCUMENT, "dt": "lr"}, "d"),  # no report at all
+        ha.Document(),
+    ]
+    for doc in docs:
+        line = bytes(document_json(doc))
+        assert orjson.loads(line) == _plain_reference(doc) == unstructure(doc)
+        wrapped = orjson.loads(msgspec.json.encode({"index": 3, "document": document_json(doc)}))
+        assert wrapped == {"index": 3, "document": orjson.loads(line)}  # embeds where a line is written
+    item = orjson.loads(bytes(document_json(docs[-4])))["smart_report"]["verified"][0]
+    assert item["flag"] == "UNKNOWN" and item["result_id"] == "sm-not-documented"
 
 
 _json = st.recursive(

@@ -13,10 +13,10 @@ import attrs
 from .. import _json
 from .._bulk import BulkStream
 from .._items import MAX_ID_LENGTH, error_json, outcome_unknown, read_lines
-from .._plain import unstructure
+from .._plain import document_json, unstructure
 from .._progress import Progress
 from ..errors import HealthError
-from ..models import DescribeResult, UploadOutcome
+from ..models import DescribeResult, Document, UploadOutcome
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -57,7 +57,9 @@ def emit(obj: Any, out: IO[str] | None = None) -> None:
 
 
 def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]:
-    return {"error": error_json(error)} if error is not None else {name: unstructure(value)}
+    if error is not None:
+        return {"error": error_json(error)}
+    return {name: document_json(value) if isinstance(value, Document) else unstructure(value)}
 
 
 # ------------------------------------------------------------------------ inputs

@@ -20,7 +20,7 @@ import attrs
 from .. import _json
 from .._config import NOT_GIVEN, NotGiven
 from .._items import error_json, outcome_unknown
-from .._plain import unstructure
+from .._plain import document_json, unstructure
 from ..errors import (
     ApiError,
     ClientClosedError,
@@ -139,7 +139,7 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
     try:
         if spec.op == "describe":
             doc = await client.documents.describe(item.key, user_id=user)
-            return WorkResult(item.key, {"index": item.index, "document": unstructure(doc)}, ok=True, retryable=False)
+            return WorkResult(item.key, {"index": item.index, "document": document_json(doc)}, ok=True, retryable=False)
         result = await client.documents.upload(item.key, tasks=spec.tasks, user_id=user)
     except ClientClosedError:
         raise
