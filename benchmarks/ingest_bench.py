@@ -14,8 +14,9 @@ real service. One client, the same concurrency, measured in alternation ``--repe
 * ``ingest``: ``IngestJob.describe`` with a fresh journal and output: the same lines, plus the journal (SQLite,
   WAL, synchronous=FULL), the batched fsyncs and the input scan.
 
-Prints requests per second (medians) and the ingest's cost against both; the target is at most 10 % below
-``describe_many`` (the journal and output's whole cost, the JSON lines included).
+Prints requests per second and client CPU per document (medians), and the ingest's cost against both; the
+target is at most 10 % more CPU per document than ``describe_many`` (the journal and output's whole cost, the
+JSON lines included).
 """
 
 from __future__ import annotations
@@ -132,10 +133,13 @@ def main() -> None:
         spread = ", ".join(f"{v:,.0f}" for v in rates[name])
         print(f"  {name:<14} {value:>9,.0f}/s   ({spread})   client CPU {cpu_medians[name]:.0f} us/request")
     cost = 1 - medians["ingest"] / base
-    print(f"  ingest vs describe_many: {cost:+.1%} slower (target <= 10%)")
-    print(f"  ingest vs + lines:       {1 - medians['ingest'] / lines:+.1%} slower (journal, fsync, scan only)")
-    cpu_cost = 1 - cpu_medians["describe_many"] / cpu_medians["ingest"]
-    print(f"  client CPU per request, ingest against describe_many: {cpu_cost:+.1%} more spent on journal and output")
+    print(f"  ingest vs describe_many: {cost:+.1%} fewer documents a second")
+    print(f"  ingest vs + lines:       {1 - medians['ingest'] / lines:+.1%} fewer (journal, fsync, scan only)")
+    # the target's measure: how much more CPU a document costs in an ingest than in describe_many (ratio - 1)
+    cpu_cost = cpu_medians["ingest"] / cpu_medians["describe_many"] - 1
+    lines_cost = cpu_medians["+ lines"] / cpu_medians["describe_many"] - 1
+    print(f"  client CPU per document, ingest against describe_many: {cpu_cost:+.1%} (target <= +10%)")
+    print(f"  client CPU per document, + lines against describe_many: {lines_cost:+.1%} (the JSON lines alone)")
     print(orjson.dumps({"medians": medians, "cost": cost, "cpu_us": cpu_medians, "cpu_cost": cpu_cost}).decode())
 
 
