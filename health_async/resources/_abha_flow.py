@@ -61,7 +61,7 @@ import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Unpack, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, Unpack, overload
 
 from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_txn_id
 from .._logging import logger
@@ -876,6 +876,43 @@ _KINDS: Final[dict[str, type[AbhaFlow]]] = {
 # ------------------------------------------------------------------------------------------------ starting
 
 
+class _OtpAnswer(Protocol):
+    """What a flow's first call answers: the transaction, and where the OTP went."""
+
+    @property
+    def txn_id(self) -> str: ...
+
+    @property
+    def hint(self) -> str | None: ...
+
+
+_Flow = TypeVar("_Flow", bound="AbhaFlow")
+
+
+def _otp_sent(
+    cls: type[_Flow],
+    abha: Abha,
+    sent: _OtpAnswer,
+    clock: Clock | None,
+    headers: Mapping[str, Any],
+    encrypt: bool | None,
+    **extra: Any,
+) -> _Flow:
+    """A flow just started: its OTP went out now (``sent``), so it is at ``VERIFY_OTP``; ``extra``: the flow's own
+    arguments (resend limits, the login or KYC method)."""
+    return cls(
+        abha,
+        txn_id=sent.txn_id,
+        step=FlowStep.VERIFY_OTP,
+        clock=clock,
+        hint=sent.hint,
+        sent_at=(clock or time.time)(),
+        headers=headers,
+        encrypt=encrypt,
+        **extra,
+    )
+
+
 def _flow_options(options: AbhaHeaders) -> dict[str, Any]:
     """The partner headers given (kept in the flow and its state); ``encrypt`` is kept apart."""
     return {k: v for k, v in options.items() if k != "encrypt"}
@@ -896,18 +933,8 @@ async def register_with_aadhaar(
     interval, count = _check_limits(resend_interval, max_resends)
     headers, encrypt = _flow_options(options), options.get("encrypt")
     init = await abha.aadhaar_init(aadhaar_number, validate=validate, encrypt=encrypt, **headers)
-    now = (clock or time.time)()
-    return AadhaarRegistration(
-        abha,
-        txn_id=init.txn_id,
-        step=FlowStep.VERIFY_OTP,
-        clock=clock,
-        resend_interval=interval,
-        max_resends=count,
-        hint=init.hint,
-        sent_at=now,
-        headers=headers,
-        encrypt=encrypt,
+    return _otp_sent(
+        AadhaarRegistration, abha, init, clock, headers, encrypt, resend_interval=interval, max_resends=count
     )
 
 
@@ -924,18 +951,8 @@ async def register_with_mobile(
     interval, count = _check_limits(resend_interval, max_resends)
     headers, encrypt = _flow_options(options), options.get("encrypt")
     sent = await abha.mobile_init(mobile, encrypt=encrypt, **headers)
-    now = (clock or time.time)()
-    return MobileRegistration(
-        abha,
-        txn_id=sent.txn_id,
-        step=FlowStep.VERIFY_OTP,
-        clock=clock,
-        resend_interval=interval,
-        max_resends=count,
-        hint=sent.hint,
-        sent_at=now,
-        headers=headers,
-        encrypt=encrypt,
+    return _otp_sent(
+        MobileRegistration, abha, sent, clock, headers, encrypt, resend_interval=interval, max_resends=count
     )
 
 
@@ -958,18 +975,7 @@ async def login(
         raise InvalidRequest("method 'search' is not a guided login (it needs a search answer); use login_init")
     headers, encrypt = _flow_options(options), options.get("encrypt")
     sent = await abha.login_init(how, identifier, otp_system=otp_system, encrypt=encrypt, **headers)
-    now = (clock or time.time)()
-    return AbhaLogin(
-        abha,
-        txn_id=sent.txn_id,
-        step=FlowStep.VERIFY_OTP,
-        clock=clock,
-        hint=sent.hint,
-        sent_at=now,
-        login_method=how,
-        headers=headers,
-        encrypt=encrypt,
-    )
+    return _otp_sent(AbhaLogin, abha, sent, clock, headers, encrypt, login_method=how)
 
 
 async def kyc_upgrade(
@@ -989,20 +995,17 @@ async def kyc_upgrade(
     headers, encrypt = _flow_options(options), options.get("encrypt")
     token = None if user_token is None else normalize_user_token(user_token)
     sent = await abha.kyc_init(method, identifier, user_token=token, validate=validate, encrypt=encrypt, **headers)
-    now = (clock or time.time)()
-    return KycUpgrade(
+    return _otp_sent(
+        KycUpgrade,
         abha,
+        sent,
+        clock,
+        headers,
+        encrypt,
         kyc_method=KycMethod(method),
         user_token=token,
-        txn_id=sent.txn_id,
-        step=FlowStep.VERIFY_OTP,
-        clock=clock,
         resend_interval=interval,
         max_resends=count,
-        hint=sent.hint,
-        sent_at=now,
-        headers=headers,
-        encrypt=encrypt,
     )
 
 
@@ -1016,17 +1019,7 @@ async def user_session(
     """Start a user session: send the mobile OTP (``session_init``, once); the flow is at ``VERIFY_OTP``."""
     headers, encrypt = _flow_options(options), options.get("encrypt")
     sent = await abha.session_init(abha_address, encrypt=encrypt, **headers)
-    now = (clock or time.time)()
-    return AbhaSession(
-        abha,
-        txn_id=sent.txn_id,
-        step=FlowStep.VERIFY_OTP,
-        clock=clock,
-        hint=sent.hint,
-        sent_at=now,
-        headers=headers,
-        encrypt=encrypt,
-    )
+    return _otp_sent(AbhaSession, abha, sent, clock, headers, encrypt)
 
 
 # ------------------------------------------------------------------------------------------------ resuming
