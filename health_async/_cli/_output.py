@@ -56,6 +56,16 @@ def emit(obj: Any, out: IO[str] | None = None) -> None:
     stream.flush()
 
 
+def report_error(error: HealthError, hint: str, *, as_json: bool, **ident: str) -> int:
+    """A command's failure and what to do next: with ``--json`` a JSON line (``ident``, the error, the hint), else
+    one line on stderr. Returns the exit status, 1."""
+    if as_json:
+        emit({**ident, "error": error_json(error), "hint": hint})
+    else:
+        print(f"health-async: {type(error).__name__}: {error}; {hint}", file=sys.stderr)
+    return 1
+
+
 def _outcome(name: str, value: Any, error: HealthError | None) -> dict[str, Any]:
     if error is not None:
         return {"error": error_json(error)}

@@ -42,7 +42,7 @@ from ..errors import InvalidRequest, OutcomeUnknown
 from ..models import HiType
 from ..models._abdm import CareContext, LinkedCareContext
 from . import abdm_patient
-from ._output import Command, InputError, emit, error_json, open_input
+from ._output import Command, InputError, emit, open_input, report_error
 
 __all__ = ["NO_CLIENT", "add_commands"]
 
@@ -79,11 +79,7 @@ async def _link(client: Any, args: argparse.Namespace) -> int:
         )
     except OutcomeUnknown as exc:
         hint = "the link may have been made: check with 'health-async abdm linked' before linking again"
-        if args.json:
-            emit({"care_context_id": args.care_context_id, "error": error_json(exc), "hint": hint})
-        else:
-            print(f"health-async: {type(exc).__name__}: {exc}; {hint}", file=sys.stderr)
-        return 1
+        return report_error(exc, hint, as_json=args.json, care_context_id=args.care_context_id)
     # from here the id and hi_type are known to be clean: the library checked them before sending
     if args.json:
         emit(

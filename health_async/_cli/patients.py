@@ -17,7 +17,7 @@ import datetime as dt
 from typing import Any
 
 from ..errors import OutcomeUnknown
-from ._output import Command, emit, error_json
+from ._output import Command, emit, report_error
 
 __all__ = ["NO_CLIENT", "add_commands"]
 
@@ -67,8 +67,7 @@ async def _create(client: Any, args: argparse.Namespace) -> int:
         )
     except OutcomeUnknown as exc:
         hint = "the patient may have been created: check with 'health-async patients by-mobile' before trying again"
-        emit({"error": error_json(exc), "hint": hint})
-        return 1
+        return report_error(exc, hint, as_json=True)
     emit(created)
     return 0
 

@@ -99,7 +99,7 @@ from .._config import _is_loopback
 from ..errors import HealthError, InvalidRequest, NotFoundError, OutcomeUnknown
 from ..models import WebhookSubscription
 from ..resources.webhook_subscriptions import DOCUMENTED_EVENTS, check_signing_key
-from ._output import Command, emit, error_json
+from ._output import Command, emit, report_error
 
 __all__ = ["ENV_WEBHOOK_SECRET", "FORWARD_TIMEOUT", "NO_CLIENT", "add_commands", "serve"]
 
@@ -377,11 +377,7 @@ async def _subscribe(client: HealthClient, args: argparse.Namespace) -> int:
         )
     except OutcomeUnknown as exc:
         hint = "the subscription may have been made: check with 'health-async webhooks list' before subscribing again"
-        if args.json:
-            emit({"url": args.url, "error": error_json(exc), "hint": hint})
-        else:
-            print(f"health-async: {type(exc).__name__}: {exc}; {hint}", file=sys.stderr)
-        return 1
+        return report_error(exc, hint, as_json=args.json, url=args.url)
     if args.json:
         line: dict[str, Any] = {
             "id": created.id,
@@ -459,11 +455,7 @@ async def _unsubscribe(client: HealthClient, args: argparse.Namespace) -> int:
             hint = "no webhook subscription has that id: 'health-async webhooks list' shows them"
         else:
             hint = "the subscription may have been deleted: check with 'health-async webhooks list'"
-        if args.json:
-            emit({"id": args.id, "error": error_json(exc), "hint": hint})
-        else:
-            print(f"health-async: {type(exc).__name__}: {exc}; {hint}", file=sys.stderr)
-        return 1
+        return report_error(exc, hint, as_json=args.json, id=args.id)
     if args.json:
         emit({"id": args.id, "deleted": True})
     else:
