@@ -644,6 +644,7 @@ def _decoder_with_aliases(cls: type[T], aliases: Mapping[type, Mapping[str, str]
             fields = attrs.fields_dict(model)
             before = inspect.get_annotations(model)
             own = dict(before)
+            hints = typing.get_type_hints(model)
             for live, name in names.items():
                 slot = next((k.__dict__[name] for k in model.__mro__ if name in k.__dict__), None)
                 if not isinstance(slot, types.MemberDescriptorType):
@@ -652,7 +653,7 @@ def _decoder_with_aliases(cls: type[T], aliases: Mapping[type, Mapping[str, str]
                 if present is not None and present is not slot:
                     raise TypeError(f"{model.__name__}.{live}: a live spelling cannot shadow an attribute")
                 type.__setattr__(model, live, slot)
-                own[live] = typing.get_type_hints(model)[name]
+                own[live] = hints[name]
             extra = tuple(fields[name].evolve(name=live) for live, name in names.items())
             saved.append((model, model.__dict__["__attrs_attrs__"], before))
             type.__setattr__(model, "__attrs_attrs__", (*model.__dict__["__attrs_attrs__"], *extra))
