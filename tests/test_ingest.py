@@ -629,3 +629,51 @@ def test_cli_and_ingest_agree_on_utf8_and_comments(
     assert set(rows) == {*ids, "\\xff\\xfebad"}
     assert rows["\\xff\\xfebad"]["error"]["message"] == "line 3 of the input is not valid UTF-8"
     assert threaded_server.calls("describe") == 4  # each id once per run; never a comment
+
+
+def test_journal_scan_keeps_input_order_and_indexes_across_runs_of_plain_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan inserts plain keys a run at a time (one statement per run): refused lines, link payloads, repeats
+    and run boundaries in between must not move an item's index or its place in the order items are done."""
+    from health_async.ingest import _journal
+
+    monkeypatch.setattr(_journal, "_SCAN_RUN", 5)  # many run boundaries in a small input
+    items: list[tuple[str, str | None, bytes | None]] = []
+    expected: list[tuple[str, int, str, bytes | None]] = []  # key, index, state, payload: in input order
+    for n in range(60):
+        key = f"doc-{n:03d}"
+        if n % 13 == 4:
+            items.append((key, "not UTF-8", None))
+            expected.append((key, len(expected), "failed", None))
+        elif n % 11 == 7:
+            items.append((key, None, b'{"row": %d}' % n))
+            expected.append((key, len(expected), "pending", b'{"row": %d}' % n))
+        else:
+            items.append((key, None, None))
+            expected.append((key, len(expected), "pending", None))
+        if n % 9 == 2:
+            items.append((key, None, None))  # a repeat: skipped, takes no index
+    journal = _journal.Journal(tmp_path / "j.db")
+    journal.open()
+    try:
+        journal.bind("describe", str(tmp_path / "out.jsonl"))
+        scan = journal.scan(items, "mark-1")
+        assert (scan.added, scan.duplicates, scan.invalid) == (60, 7, 5)
+        rows = journal.db.execute("SELECT key, idx, state, payload FROM items ORDER BY rowid").fetchall()
+        assert rows == expected
+        todo = journal.todo(0, 100, retry_failed=False, unknown=False)
+        assert [(row.key, row.idx, row.payload) for row in todo] == [
+            (key, index, payload) for key, index, state, payload in expected if state == "pending"
+        ]
+        assert journal.scan(items, "mark-1") == _journal.ScanResult(0, 0, 0)  # the same input: not read again
+        grown = [*items, ("doc-new", None, None)]
+        assert journal.scan(grown, "mark-2").added == 1  # the keys it has are kept as they are
+        assert journal.db.execute("SELECT idx FROM items WHERE key = 'doc-new'").fetchone() == (60,)
+        done = [WorkResult(row.key, b'{"index": %d}' % row.idx, ok=True, retryable=False) for row in todo[:10]]
+        journal.commit(done)
+        assert journal.status().done == 10
+        assert len(journal.todo(0, 100, retry_failed=False, unknown=False)) == len(todo) - 10 + 1
+    finally:
+        journal.close()
+        journal.shutdown()

@@ -112,7 +112,16 @@ class _Writer:
         self._closing = False
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
+    def offer(self, result: WorkResult) -> bool:
+        """Take ``result`` now if there is room (the common case: no coroutine per result); ``False``: :meth:`put`."""
+        if len(self._batch) >= self._limit or self._task.done():
+            return False
+        self._batch.append(result)
+        self._wake.set()
+        return True
+
     async def put(self, result: WorkResult) -> None:
+        """Take ``result`` once there is room (the flusher is behind); raises the flusher's error if it stopped."""
         while len(self._batch) >= self._limit and not self._task.done():
             self._room.clear()
             waiter = asyncio.ensure_future(self._room.wait())
@@ -431,7 +440,8 @@ class IngestJob:
                 results = engine.run(self.spec, self._feed(journal))
                 try:
                     async for result in results:
-                        await writer.put(result)
+                        if not writer.offer(result):
+                            await writer.put(result)
                         processed += 1
                         progress.add(result)
                 finally:
@@ -538,4 +548,4 @@ class IngestJob:
                     await journal.call(journal.mark_inflight, [row.key for row in chunk])
                 for row in chunk:
                     recheck = (self.op == "link" or self.spec.reconcilable) and row.state == UNKNOWN
-                    yield WorkItem(key=row.key, index=row.index, payload=row.payload, recheck=recheck)
+                    yield WorkItem(key=row.key, index=row.idx, payload=row.payload, recheck=recheck)
