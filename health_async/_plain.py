@@ -21,7 +21,7 @@ import cattrs
 import msgspec
 
 from . import _json
-from .models import Document, ProcessingResult, ProcessingStatus, ReportItem, ResultFlag
+from .models import Document, ProcessingResult, ProcessingStatus, ReportItem, ResultFlag, SmartReport
 
 __all__ = ["converter", "document_json", "unstructure"]
 
@@ -39,6 +39,39 @@ _FLAG_TAIL: Final[dict[str | None, bytes]] = {
 _UNKNOWN_TAIL: Final = _FLAG_TAIL[ResultFlag.UNKNOWN.value]
 #: A document's fields in the order msgspec encodes a slotted class's (the order of its sorted slots).
 _DOCUMENT_FIELDS: Final = tuple(sorted(field.name for field in attrs.fields(Document)))
+#: How msgspec begins a report item's JSON: its first key, ``{"coordinates":``. Outside a string, ``{"`` only ever
+#: begins an object (inside one a quote is escaped), so each report item of a document's JSON begins with this.
+_ITEM_START: Final = _encode(ReportItem()).partition(b":")[0] + b":"
+#: The same beginning with the item's flag name first, by ``result_id``.
+_FLAG_HEAD: Final[dict[str | None, bytes]] = {
+    flag.value: b'{"flag":"' + flag.name.encode() + b'",' + _ITEM_START[1:] for flag in ResultFlag
+}
+_UNKNOWN_HEAD: Final = _FLAG_HEAD[ResultFlag.UNKNOWN.value]
+#: A report's lists in the order msgspec writes them.
+_REPORT_LISTS: Final = tuple(_json.loads(_encode(SmartReport())))
+
+
+def document_json(doc: Document) -> msgspec.Raw:
+    """A document's plain form as JSON, encoded in C: every field (enums as their values), and in each report
+    item its flag's name beside the raw code (``"flag": "HIGH"``, the item's first key). Embed it in what
+    :func:`health_async._json.dumps` encodes (an ingest line), or decode it (:func:`unstructure`).
+
+    One msgspec pass writes the whole document; each item's flag is then put at the item's beginning, found by
+    its first key (see :data:`_ITEM_START`). A document in which that key begins anything else than its items
+    (it cannot today: checked by counting) is written item by item instead."""
+    raw = _encode(doc)
+    report = doc.smart_report
+    if report is None:
+        return msgspec.Raw(raw)
+    items = [item for name in _REPORT_LISTS for item in getattr(report, name)]
+    parts = raw.split(_ITEM_START)
+    if len(parts) != len(items) + 1:
+        return _document_json_by_item(doc, report)
+    pieces = [parts[0]]
+    for item, part in zip(items, parts[1:], strict=True):
+        pieces.append(_FLAG_HEAD.get(item.result_id, _UNKNOWN_HEAD))
+        pieces.append(part)
+    return msgspec.Raw(b"".join(pieces))
 
 
 def _item_json(item: ReportItem) -> msgspec.Raw:
@@ -46,18 +79,10 @@ def _item_json(item: ReportItem) -> msgspec.Raw:
     return msgspec.Raw(_encode(item)[:-1] + _FLAG_TAIL.get(item.result_id, _UNKNOWN_TAIL))
 
 
-def document_json(doc: Document) -> msgspec.Raw:
-    """A document's plain form as JSON, encoded in C: every field (enums as their values), and in each report
-    item its flag's name beside the raw code (``"flag": "HIGH"``). Embed it in what :func:`health_async._json.dumps`
-    encodes (an ingest line), or decode it (:func:`unstructure`)."""
-    report = doc.smart_report
-    if report is None:
-        return msgspec.Raw(_encode(doc))
+def _document_json_by_item(doc: Document, report: SmartReport) -> msgspec.Raw:
+    """:func:`document_json` the long way: each item encoded on its own, its flag's name appended."""
     plain = {name: getattr(doc, name) for name in _DOCUMENT_FIELDS}
-    plain["smart_report"] = {
-        "unverified": [_item_json(item) for item in report.unverified],
-        "verified": [_item_json(item) for item in report.verified],
-    }
+    plain["smart_report"] = {name: [_item_json(item) for item in getattr(report, name)] for name in _REPORT_LISTS}
     return msgspec.Raw(_encode(plain))
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import health_async as ha
-from health_async._plain import document_json, unstructure
+from health_async._plain import _document_json_by_item, document_json, unstructure
 from health_async._wire import structure
 from health_async.models import (
     AadhaarInit,
@@ -327,6 +327,29 @@ def test_document_json_is_every_field_and_each_items_flag() -> None:
         assert wrapped == {"index": 3, "document": orjson.loads(line)}  # embeds where a line is written
     item = orjson.loads(bytes(document_json(docs[-4])))["smart_report"]["verified"][0]
     assert item["flag"] == "UNKNOWN" and item["result_id"] == "sm-not-documented"
+
+
+def test_document_json_finds_each_item_by_its_first_key_never_inside_a_string() -> None:
+    """document_json writes the document in one pass and puts each item's flag at the item's first key: text that
+    spells that key inside a value is escaped JSON, never taken for an item; the item-by-item way agrees."""
+    start = '{"coordinates":[{"x":1,"y":2}]}'
+    tricky = {**ITEM_INTERFACE, "name": start, "unit": '"},{"coordinates":', "result_id": "sm-not-documented"}
+    doc = structure_document(
+        {**VENDOR_DOCUMENT, "tags": [start], "smart_report": {"verified": [tricky], "unverified": [ITEM_LIVE]}}, "d"
+    )
+    line = orjson.loads(bytes(document_json(doc)))
+    assert line == _plain_reference(doc)
+    assert line["smart_report"]["verified"][0]["name"] == start and line["tags"] == [start]
+    assert [i["flag"] for k in ("verified", "unverified") for i in line["smart_report"][k]] == [
+        "UNKNOWN",
+        ha.ResultFlag.from_id(ITEM_LIVE["result_id"]).name,
+    ]
+    rng = random.Random(5)
+    for n in range(20):
+        doc = structure_document(make_document(rng, f"d{n}", date=1614556800 + n))
+        assert doc.smart_report is not None
+        by_item = orjson.loads(bytes(_document_json_by_item(doc, doc.smart_report)))
+        assert by_item == orjson.loads(bytes(document_json(doc))) == _plain_reference(doc)
 
 
 _json = st.recursive(
