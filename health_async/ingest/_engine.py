@@ -9,7 +9,7 @@ owns the journal and the output, so an engine needs no access to either.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._bulk import run_pool
@@ -118,31 +118,33 @@ class LocalEngine:
         try:
             if spec.op == "describe" and spec.user_id is None and client.user_id is None:
                 raise InvalidRequest("describe needs a user id (X-Pt-Id): give user_id or set it on the client")
-            async for result in _pool(client, spec, items):
-                yield result
+            # the bulk helpers' pool (run_pool): ``spec.concurrency`` workers owned by the client, at most
+            # ``2 * concurrency`` results waiting unread; its stream is iterated here, not through another generator
+            stream = run_pool(
+                client._session, items, _caller(client, spec), _unwrap, concurrency=spec.concurrency, ordered=False,
+                what="items",
+            )  # fmt: skip
+            async with stream:
+                async for result in stream:
+                    yield result
         finally:
             if owned:
                 await client.aclose()
 
 
-async def _pool(client: HealthClient, spec: JobSpec, items: AsyncIterator[WorkItem]) -> AsyncIterator[WorkResult]:
-    """``spec.concurrency`` workers pulling from ``items``: the bulk helpers' pool (:func:`run_pool`: at most
-    ``2 * concurrency`` results wait unread, capped by the client's connections, workers owned by the client)."""
+def _caller(client: HealthClient, spec: JobSpec) -> Callable[[WorkItem], Awaitable[WorkResult]]:
+    def call(item: WorkItem) -> Awaitable[WorkResult]:
+        return process(client, spec, item)  # a plain def handing out process()'s own coroutine
 
-    async def call(item: WorkItem) -> WorkResult:
-        return await process(client, spec, item)
+    return call
 
-    def wrap(_item: WorkItem, result: WorkResult | None, error: HealthError | None) -> WorkResult:
-        # process() turns every item's failure into its result: an error here (a closed client) stops the run
-        if error is not None:
-            raise error
-        assert result is not None
-        return result
 
-    stream = run_pool(client._session, items, call, wrap, concurrency=spec.concurrency, ordered=False, what="items")
-    async with stream:
-        async for result in stream:
-            yield result
+def _unwrap(_item: WorkItem, result: WorkResult | None, error: HealthError | None) -> WorkResult:
+    # process() turns every item's failure into its result: an error here (a closed client) stops the run
+    if error is not None:
+        raise error
+    assert result is not None
+    return result
 
 
 class ClientRecipe:
