@@ -73,7 +73,8 @@ async def test_a_write_cut_short_marks_nothing_done_and_the_next_run_redoes_it(
     source.write_text("\n".join(ids) + "\n")
     out, journal = tmp_path / "out.jsonl", tmp_path / "job.db"
     argv = ["ingest", "describe", str(source), "--out", str(out), "--journal", str(journal), "--quiet"]
-    argv += ["--concurrency", "4"]
+    # batches of at most 8 x 16 lines (~400 KB): the first commits before the limit, however fast the machine
+    argv += ["--concurrency", "4", "--batch-size", "16"]
 
     # The output's lines reach the limit part-way through: the kernel writes what fits, then refuses (EFBIG).
     code, err = await _ingest(server, LIMIT, argv)

@@ -145,6 +145,7 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
         "progress": False if args.quiet else None,
         "ray_address": args.ray_address,
         "workers": args.workers,
+        "batch_size": args.batch_size,
     }
     if args.ingest_command == "upload":
         options.update(
@@ -229,6 +230,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     run.add_argument("--ray-address", help="Ray cluster address (e.g. auto); default: a local Ray")
     run.add_argument("--workers", type=int, default=2, help="Ray actors (default 2)")
     run.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
+    run.add_argument(
+        "--batch-size",
+        type=int,
+        default=256,
+        metavar="N",
+        help="results per output write, fsync and journal commit (default 256; at most 8 N wait while one commits)",
+    )
 
     d = isub.add_parser(
         "describe",
