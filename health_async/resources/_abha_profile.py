@@ -411,7 +411,7 @@ class AbhaProfileMixin(AbhaBase):
             detail = ""
             if kind == "application/json":  # an error body answered with 200: say which, if it says
                 try:
-                    data = _json.loads(await _read_capped(resp, min(cap, _QR_JSON_CAP), req))
+                    data = _json.loads(await _read_capped(resp, min(cap, _QR_JSON_CAP), req.operation))
                 except (_json.JSONDecodeError, ResponseTooLarge):
                     data = None
                 code = _source_code(data)
@@ -421,7 +421,7 @@ class AbhaProfileMixin(AbhaBase):
                 f"{' or '.join(sorted(accept))}"
             )
         if kind == "application/json":
-            raw = await _read_capped(resp, min(cap, _QR_JSON_CAP), req)
+            raw = await _read_capped(resp, min(cap, _QR_JSON_CAP), req.operation)
             try:
                 data = _json.loads(raw)
             except _json.JSONDecodeError:
