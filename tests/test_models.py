@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import health_async as ha
 from health_async._plain import _document_json_by_item, document_json, unstructure
-from health_async._wire import structure
+from health_async._wire import fast_decoder, structure, wire
 from health_async.models import (
     AadhaarInit,
     Document,
@@ -478,13 +478,18 @@ def test_live_spellings_on_the_fast_path() -> None:
     assert (item.svc_id, item.unit_svc_id) == ("live", "u")
     assert "eka" not in repr(doc.smart_report) and "eka_id" not in attrs.asdict(item)  # no slot of its own
     assert item == structure({"verified": [live_only]}, SmartReport).verified[0]
-    # both spellings in one body: the tolerant path decides, and the interface's spelling wins
-    both = {**ITEM_INTERFACE, "eka_id": "live", "unit_eka_id": "live-unit"}
-    body = {"smart_report": {"verified": [both, live_only]}}
-    assert decode_document(orjson.dumps(body)) is None
-    first, second = structure_document(body).smart_report.verified  # type: ignore[union-attr]
-    assert (first.svc_id, first.unit_svc_id) == ("item-1", "unit-1")
-    assert (second.svc_id, second.unit_svc_id) == ("live", "u")
+    # both spellings in one body: read as a repeated key is, the last one in the object wins, on both paths alike
+    both = {**ITEM_INTERFACE, "eka_id": "live", "unit_eka_id": "live-unit"}  # the live spellings come last
+    reverse = {"eka_id": "live", "unit_eka_id": "live-unit", **ITEM_INTERFACE}  # the documented ones come last
+    nulled = {**ITEM_INTERFACE, "eka_id": None}  # null counts, as for a repeated key
+    body = {"dt": "lr", "document_type": "ps", "smart_report": {"verified": [both, reverse, nulled, live_only]}}
+    fast = decode_document(orjson.dumps(body))
+    assert fast is not None and fast == structure_document(body) and fast.document_type == "ps"
+    first, second, third, fourth = fast.smart_report.verified  # type: ignore[union-attr]
+    assert (first.svc_id, first.unit_svc_id) == ("live", "live-unit")
+    assert (second.svc_id, second.unit_svc_id) == ("item-1", "unit-1")
+    assert (third.svc_id, third.unit_svc_id) == (None, "unit-1")
+    assert (fourth.svc_id, fourth.unit_svc_id) == ("live", "u")
     # white space around the colon is msgspec's to skip: the alias reads it all the same
     spaced = b'{"smart_report": {"verified": [{"name": "x", "eka_id" : "live"}]}}'
     fast = decode_document(spaced)
@@ -493,6 +498,37 @@ def test_live_spellings_on_the_fast_path() -> None:
     # the alias is the documented field's slot, never a field of its own
     assert item.eka_id == item.svc_id and "eka_id" not in attrs.fields_dict(ReportItem)  # type: ignore[attr-defined]
     assert b"eka_id" not in msgspec.json.encode(item) and "eka_id" not in msgspec.to_builtins(item)
+
+
+@attrs.frozen
+class _Renamed:
+    code: str | None = wire("code", "live_code", one_key=True, default=None)
+
+
+@attrs.frozen
+class _Fallback:
+    code: str | None = wire("code", "old_code", default=None)
+
+
+def test_spellings_of_one_key_read_as_a_repeated_key_and_fallbacks_in_order() -> None:
+    # one key spelled two ways: the last in the object wins (null too), on the tolerant path and the fast one
+    decode = fast_decoder(_Renamed)
+    for body, expected in (
+        ({"live_code": "a"}, "a"),
+        ({"code": "a", "live_code": "b"}, "b"),
+        ({"live_code": "b", "code": "a"}, "a"),
+        ({"code": "a", "live_code": None}, None),
+    ):
+        assert structure(body, _Renamed).code == expected
+        fast = decode(orjson.dumps(body))
+        assert fast is None if expected is None else fast == _Renamed(expected)
+    # fallbacks: the first present and not null wins, whatever the order; they cannot be fast-decoded aliases
+    assert structure({"old_code": "b", "code": "a"}, _Fallback).code == "a"
+    assert structure({"code": None, "old_code": "b"}, _Fallback).code == "b"
+    with pytest.raises(TypeError, match="one_key"):
+        fast_decoder(_Fallback)
+    with pytest.raises(TypeError, match="dotted"):
+        wire("a.b", "c", one_key=True)
 
 
 def test_odd_values_leave_the_fast_path_and_are_converted_or_named() -> None:

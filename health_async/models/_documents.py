@@ -118,7 +118,7 @@ class ReportItem:
     value: str | None = None
     unit: str | None = None
     #: The service's id for the unit (wire ``unit_svc_id``, or ``unit_eka_id`` on the live service).
-    unit_svc_id: str | None = wire("unit_svc_id", "unit_eka_id", default=None)
+    unit_svc_id: str | None = wire("unit_svc_id", "unit_eka_id", one_key=True, default=None)
     #: Reference range as printed, e.g. ``"13.0-17.0"``.
     range: str | None = None
     result: str | None = None
@@ -131,7 +131,7 @@ class ReportItem:
     file_index: int | None = None
     coordinates: tuple[Coordinate, ...] = ()
     #: The service's id for the item (wire ``svc_id``, or ``eka_id`` on the live service).
-    svc_id: str | None = wire("svc_id", "eka_id", default=None)
+    svc_id: str | None = wire("svc_id", "eka_id", one_key=True, default=None)
     is_result_editable: bool | None = None
     #: Date of the value as an epoch number.
     date: int | None = None
@@ -208,7 +208,7 @@ class Document:
     #: Document date as an epoch number; see :attr:`document_date`.
     document_date_epoch: int | None = None
     #: Type code such as ``"lr"`` (lab report): wire ``document_type``, or ``dt`` as the schema names it.
-    document_type: str | None = wire("document_type", "dt", default=None)
+    document_type: str | None = wire("document_type", "dt", one_key=True, default=None)
     tags: tuple[str, ...] = ()
     files: tuple[FileEntry, ...] = ()
     #: The extracted values, or ``None`` when the service sent none.
