@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
 from collections import deque
 from typing import Protocol, runtime_checkable
@@ -120,6 +121,10 @@ class Limits(Slots):
         self.shared = shared
         super().__init__(max_in_flight)  # the in-flight bound: enter() / wait_slot() / leave()
         self._paused_until = 0.0  # the API's pause
+        #: The ``time.monotonic()`` instant from which an API request needs no wait at all (:attr:`must_wait`
+        #: is false): the end of the API's pause, or infinity with a rate limit or a shared limiter. One number,
+        #: so that the session's hot path asks it with one comparison.
+        self.free_at = math.inf if rate is not None or shared is not None else 0.0
         self._origin_pauses: dict[object, float] = {}  # other origins' (presigned storage hosts)
         self._window_count = max(1, int(rate)) if rate is not None else 1
         self._window = self._window_count / rate if rate is not None else 0.0
@@ -143,6 +148,7 @@ class Limits(Slots):
         until = time.monotonic() + seconds
         if origin is None:
             self._paused_until = max(self._paused_until, until)
+            self.free_at = max(self.free_at, self._paused_until)
             if self.shared is not None:
                 self.shared.pause(seconds)
         else:
@@ -157,7 +163,7 @@ class Limits(Slots):
     def must_wait(self) -> bool:
         """Whether :meth:`admit` may have to wait for an API request (a pause is on, or a rate limit or a shared
         limiter is set): lets the hot path skip a coroutine call per request."""
-        return self.rate is not None or self.shared is not None or self._paused_until > time.monotonic()
+        return self.free_at > time.monotonic()
 
     def must_wait_for(self, origin: object) -> bool:
         """:attr:`must_wait` for a request to another origin (its own pause, and the rate)."""

@@ -219,8 +219,8 @@ class Session:
             and url is None
             and receive is None
             and timeout is NOT_GIVEN
+            and limits.free_at <= started
             and not http.closed
-            and not limits.must_wait
             and limits.enter()
         ):
             # The plain way: the general way's first attempt, less what this call does not need (see above).
@@ -243,7 +243,8 @@ class Session:
                 finally:
                     limits.leave()
                 if 200 <= status < 300 and not logger.isEnabledFor(logging.DEBUG):
-                    return await self._success(method, operation, status, raw, decode)
+                    value = self._success(method, operation, status, raw, decode)
+                    return await self._decrypt(value, operation) if _looks_encrypted(value) else value
             except HealthError as exc:
                 failure = exc
             # handed over to the general way, with what the plain attempt already has
@@ -464,18 +465,19 @@ class Session:
             raise await self._error(req, status, headers, raw)
         if req.receive is not None:
             return req.received
-        return await self._success(req.method, req.operation, status, raw, req.decode)
+        value = self._success(req.method, req.operation, status, raw, req.decode)
+        return await self._decrypt(value, req.operation) if _looks_encrypted(value) else value
 
-    async def _success(
+    def _success(
         self, method: str, operation: str, status: int, raw: bytes, decode: Callable[[bytes], Any] | None
     ) -> Any:
-        """A 2XX body: the fast decoder's value when it takes the body, else its JSON (decrypted if an envelope)."""
+        """A 2XX body: the fast decoder's value when it takes the body, else its JSON (an envelope, if it is one,
+        is then decrypted by the caller: a decoder's value is a model, never an envelope)."""
         if decode is not None and status == 200:
             value = decode(raw)
             if value is not None:
                 return value
-        data = self._decode(method, operation, status, raw)
-        return await self._decrypt(data, operation) if _looks_encrypted(data) else data
+        return self._decode(method, operation, status, raw)
 
     async def _admit(self, limits: Limits, req: _Request, *, pause_only: bool = False) -> bool:
         """Wait for the pause and the rates, no longer than the call's budget, its policy's deadline and its

@@ -317,7 +317,9 @@ class UploadOutcome:
 # bytes straight into the models with msgspec (derived from the declarations above, live spellings included); a
 # body that does not fit it as it is takes the tolerant rules of :func:`health_async._wire.structure`.
 
-_decode_fast: Final = fast_decoder(Document)
+#: The fast path itself: a describe's response bytes as a :class:`Document` (its id as the body has it), or
+#: ``None`` when the body does not fit it as it is (see :func:`decode_document`).
+document_from_bytes: Final = fast_decoder(Document)
 
 
 def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:
@@ -325,7 +327,7 @@ def decode_document(raw: bytes, document_id: str | None = None) -> Document | No
     it as it is (then decode the JSON and call :func:`structure_document`, which tolerates more and names the field
     that does not fit). ``document_id`` fills the id when the body has none. An encrypted envelope (no key of a
     document) is left to the generic path."""
-    doc = _decode_fast(raw)
+    doc = document_from_bytes(raw)
     if doc is not None and doc.document_id is None and document_id is not None:
         object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
     return doc

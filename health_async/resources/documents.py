@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Iterable, Sequence
@@ -30,7 +29,7 @@ from ..models import (
     UploadOutcome,
     UploadResult,
 )
-from ..models._documents import decode_document, structure_document
+from ..models._documents import document_from_bytes, structure_document
 from . import _presigned
 from ._base import Resource
 from ._polling import DEFAULT_WAIT_TIMEOUT, PollPolicy, check_timeout, poll_until_final, wait_stage
@@ -82,10 +81,13 @@ class Documents(Resource):
             idempotent=True,
             retry=retry,
             timeout=timeout,
-            decode=functools.partial(decode_document, document_id=document_id),
+            decode=document_from_bytes,
         )
-        # the fast decode's Document, or the JSON of a body it did not fit, for the tolerant converter
-        return data if type(data) is Document else structure_document(data, document_id)
+        if type(data) is not Document:  # the JSON of a body the fast decode did not fit, for the tolerant converter
+            return structure_document(data, document_id)
+        if data.document_id is None:  # the body has no id: the one asked for
+            object.__setattr__(data, "document_id", document_id)  # our own new instance, not yet seen by anyone
+        return data
 
     @checked
     async def result(
@@ -357,15 +359,13 @@ class Documents(Resource):
         """
         headers = {C.H_PT_ID: self._required_user_id(user_id)}  # one dict for the batch: never mutated
 
-        def id_of(item: str | DocumentListItem) -> str:
-            return item.document_id if isinstance(item, DocumentListItem) else item
-
         def call(item: str | DocumentListItem) -> Awaitable[Document]:
             # a plain def handing out _describe's own coroutine: no extra coroutine per id
-            return self._describe(id_of(item), headers, retry, timeout)
+            document_id = item if type(item) is str else _id_of(item)
+            return self._describe(document_id, headers, retry, timeout)
 
         def wrap(item: str | DocumentListItem, doc: Document | None, error: HealthError | None) -> DescribeResult:
-            return DescribeResult(str(id_of(item)), doc, error)  # positional: measurably cheaper per id
+            return DescribeResult(item if type(item) is str else str(_id_of(item)), doc, error)  # positional: cheaper
 
         return run_pool(
             self._session,
@@ -708,3 +708,9 @@ def _query_value(name: str, value: str) -> str:
     if not isinstance(value, str) or not _TASK.match(value):
         raise InvalidRequest(f"{name} must be a short lowercase code such as 'lr'")
     return value
+
+
+def _id_of(item: str | DocumentListItem) -> str:
+    """A describe_many input's document id: a list item's, else the item as given (a wrong type is refused by the
+    describe it goes to, as that item's error)."""
+    return item.document_id if isinstance(item, DocumentListItem) else item
