@@ -660,8 +660,14 @@ class Session:
             self.limits.pause(min(error.retry_after, self.config.retry.retry_after_cap), req.origin)
         return error
 
+    async def read_json(self, operation: str, raw: bytes | memoryview) -> Any:
+        """A 200's body that a deferring ``decode`` kept as it is (``decode=memoryview``: ``describe_many`` decodes
+        in its consumer), read as :meth:`request` reads one: its JSON, decrypted when it is an envelope."""
+        data = self._decode("GET", operation, 200, raw)
+        return await self._decrypt(data, operation) if _looks_encrypted(data) else data
+
     @staticmethod
-    def _decode(method: str, operation: str, status: int, raw: bytes) -> Any:
+    def _decode(method: str, operation: str, status: int, raw: bytes | memoryview) -> Any:
         """A success body as JSON (``None`` for 204, and for an empty 202: "Accepted", as ABDM's calls answer)."""
         if status == 204 or (not raw and (status == 202 or method in _EMPTY_OK)):
             return None

@@ -591,7 +591,7 @@ def structure_many(data: Any, cls: type[T], label: str) -> tuple[T, ...]:
 _FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
-def fast_decoder(cls: type[T]) -> Callable[[bytes], T | None]:
+def fast_decoder(cls: type[T]) -> Callable[[bytes | memoryview], T | None]:
     """msgspec's decoder of ``cls`` from response bytes, or ``None`` from it when the body does not fit as it is.
 
     Derived from the declarations: every field of the tree must be read from its own name, but for live spellings
@@ -641,7 +641,7 @@ def fast_decoder(cls: type[T]) -> Callable[[bytes], T | None]:
     errors = _FAST_DECODE_ERRORS
     nothing = _defaults_of(cls)
 
-    def fast(raw: bytes) -> T | None:
+    def fast(raw: bytes | memoryview) -> T | None:
         try:
             value = decode(raw)
         except errors:
@@ -659,7 +659,7 @@ def _defaults_of(cls: type[T]) -> T | None:
         return None
 
 
-def _decoder_with_aliases(cls: type[T], aliases: Mapping[type, Mapping[str, str]]) -> Callable[[bytes], T]:
+def _decoder_with_aliases(cls: type[T], aliases: Mapping[type, Mapping[str, str]]) -> Callable[[bytes | memoryview], T]:
     """msgspec's decoder of ``cls``, shown each model's live spellings as fields that alias the documented one's
     slot (see :func:`fast_decoder`). The extra fields exist only while the decoder is built; the aliases stay."""
     saved: list[tuple[type, Any, Any]] = []

@@ -81,6 +81,50 @@ async def test_every_id_ends_in_a_document_or_a_typed_error(docs: tuple[DocServe
     assert server.seen.count("broken-1") == FAST_RETRY.attempts  # retried inside its own call
 
 
+#: Bodies for one id each: what the fast decode takes, the vendor's shape (no id in the body), one for the tolerant
+#: rules (numbers as strings, an id as a number) and one that fits no document.
+ODD_BODIES: dict[str, Any] = {
+    "fast": {"document_id": "fast", "smart_report": {"verified": [{"name": "H", "eka_id": "e"}]}},
+    "noid": {"document_type": "lr", "tags": ["x"]},
+    "odd": {
+        "document_id": "odd",
+        "document_date_epoch": "1614556800",
+        "smart_report": {"verified": [{"id": "7", "eka_id": 42}]},
+    },
+    "unfit": {"document_id": "unfit", "files": "not a list"},
+}
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+async def test_each_body_reads_as_describe_reads_it_whatever_the_path(serve: Serve, ordered: bool) -> None:
+    """describe_many decodes in its consumer (the workers keep the bytes): every kind of body gives what describe()
+    gives, the one that fits no document is that id's error, and progress counts it as failed."""
+
+    async def describe(request: web.Request) -> web.Response:
+        return web.json_response(ODD_BODIES[request.match_info["id"]])
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): describe})
+    seen: list[tuple[int, int, int | None]] = []
+    ids = list(ODD_BODIES) * 3
+    async with await client_for(url) as client:
+        stream = client.documents.describe_many(ids, concurrency=4, ordered=ordered, progress=lambda *a: seen.append(a))
+        results = [r async for r in stream]
+        singles = {i: await client.documents.describe(i) for i in ("fast", "noid", "odd")}
+        with pytest.raises(ha.ResponseValidationError, match="files"):
+            await client.documents.describe("unfit")
+    if ordered:
+        assert [r.document_id for r in results] == ids
+    for r in results:
+        if r.document_id == "unfit":
+            assert isinstance(r.error, ha.ResponseValidationError) and r.document is None and not r.ok
+        else:
+            assert r.ok and r.document == singles[r.document_id]
+    assert singles["noid"].document_id == "noid"  # the id asked for, where the body has none
+    item = singles["odd"].smart_report.verified[0]  # type: ignore[union-attr]
+    assert (item.id, item.svc_id, singles["odd"].document_date_epoch) == (7, "42", 1614556800)
+    assert seen[-1] == (12, 3, 12) and [d for d, _, _ in seen] == list(range(1, 13))
+
+
 async def test_ordered_yields_in_input_order_despite_latency(serve: Serve) -> None:
     server = DocServer(delay=lambda doc_id: 0.03 if doc_id.endswith(("0", "3")) else 0.0)
     url = await serve({("GET", "/mr/api/v1/docs/{id}"): server.describe})

@@ -115,6 +115,19 @@ async def test_encrypted_responses_are_decrypted_transparently(jwe_server: tuple
     assert (doc.document_id, doc.document_type, doc.tags) == ("doc-1", "lr", ("x",))
 
 
+async def test_describe_many_decrypts_each_body_as_describe_does(jwe_server: tuple[JweServer, str]) -> None:
+    # describe_many keeps each 200's bytes for its consumer, which reads an envelope the general way
+    _, url = jwe_server
+    async with make_client(url) as client:
+        results = [r async for r in client.documents.describe_many([f"doc-{i}" for i in range(6)], concurrency=3)]
+        assert {r.document_id: r.document for r in results} == {
+            f"doc-{i}": await client.documents.describe(f"doc-{i}") for i in range(6)
+        }
+    async with make_client(url, encryption_key="another-16-bytes") as client:
+        failed = [r async for r in client.documents.describe_many(["doc-1", "doc-2"])]
+    assert all(isinstance(r.error, ha.EncryptionError) and r.document is None for r in failed)
+
+
 async def test_encrypted_response_without_a_key_is_an_encryption_error(jwe_server: tuple[JweServer, str]) -> None:
     _, url = jwe_server
     async with ha.HealthClient(base_url=url, token="tok", user_id="oid-1", retry=FAST_RETRY) as client:
