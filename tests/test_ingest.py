@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from health_async import HealthClient, InvalidRequest, RetryPolicy, cli
+from health_async import ClientClosedError, HealthClient, InvalidRequest, RetryPolicy, cli
 from health_async.ingest import (
     Engine,
     IngestJob,
@@ -149,6 +149,31 @@ async def test_cancellation_commits_what_finished_and_the_next_run_resumes(
     assert summary.ok and set(by_key(out)) == set(ids)
     # requested again: only the items in flight at the cancellation, or finished and not yet handed to the job
     assert server.calls("describe") <= 100 + 2 * 4
+
+
+async def test_closing_the_client_stops_a_describe_job_and_records_no_failure(
+    server: FakeHealthServer, tmp_path: Path
+) -> None:
+    # a closed client is the run's end, never an item's failure (the next run redoes what was not committed)
+    ids = doc_ids(server)[:60]
+    ids_file = write_ids(tmp_path, ids)
+    out = tmp_path / "docs.jsonl"
+    server.inject("describe", Fault(latency=0.01))
+    user = server.data.user_ids[0]
+    client = HealthClient(base_url=server.url, token=server.token, user_id=user, retry=NO_RETRY)
+    job = IngestJob.describe(ids_file, out=out, client=client, concurrency=4, flush_interval=0.01)
+    task = asyncio.create_task(job.run())
+    while not out.exists() or out.stat().st_size == 0:  # noqa: ASYNC110 - the first committed batch
+        await asyncio.sleep(0.005)
+    await client.aclose()
+    with pytest.raises(ClientClosedError):
+        await task
+    assert job.summary is not None and job.summary.status.failed == 0
+    assert 0 < job.summary.status.done < 60 and len(lines(out)) == job.summary.status.done
+    server.clear_faults()
+    async with HealthClient(base_url=server.url, token=server.token, user_id=user) as fresh:
+        summary = await IngestJob.describe(ids_file, out=out, client=fresh).run()
+    assert summary.ok and set(by_key(out)) == set(ids)
 
 
 # ------------------------------------------------------------------------------------------ retry-failed
@@ -410,6 +435,20 @@ def test_only_an_upload_can_be_of_unknown_outcome() -> None:
         assert upload.unknown and not upload.retryable  # never resent blindly
         describe = _failure(JobSpec(op="describe", concurrency=1), item, error)
         assert not describe.unknown and describe.retryable  # a read: failed, worth --retry-failed
+
+
+def test_a_describe_result_is_its_line_or_its_failure_and_a_closed_client_ends_the_run() -> None:
+    from health_async import errors
+    from health_async.ingest._work import described
+    from health_async.models import Document
+
+    spec = JobSpec(op="describe", concurrency=1)
+    done = described(spec, "d1", 3, Document(document_id="d1"), None)
+    assert done.ok and done.line_json()["index"] == 3 and done.line_json()["document"]["document_id"] == "d1"
+    missing = described(spec, "d2", 4, None, errors.DocumentNotFound("no such document", status=404))
+    assert not missing.ok and not missing.retryable and missing.line_json()["error"]["type"] == "DocumentNotFound"
+    with pytest.raises(ClientClosedError):  # never an item's failure: the run stops, the next one resumes
+        described(spec, "d3", 5, None, ClientClosedError("closed"))
 
 
 def test_the_shared_rules_depend_on_neither_the_cli_nor_the_engine() -> None:

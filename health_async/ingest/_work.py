@@ -36,8 +36,9 @@ from ._links import LinkRow
 
 if TYPE_CHECKING:
     from .._client import HealthClient
+    from ..models import Document
 
-__all__ = ["JobSpec", "WorkItem", "WorkResult", "error_line", "is_retryable", "process"]
+__all__ = ["JobSpec", "WorkItem", "WorkResult", "described", "error_line", "is_retryable", "process", "user_of"]
 
 
 @attrs.frozen
@@ -126,6 +127,22 @@ def error_line(index: int, error: BaseException, *, retryable: bool) -> dict[str
     return {"index": index, "error": {**error_json(error), "retryable": retryable}}
 
 
+def user_of(spec: JobSpec) -> str | NotGiven:
+    """The ``user_id`` argument of the job's calls: its own, else the client's."""
+    return NOT_GIVEN if spec.user_id is None else spec.user_id
+
+
+def described(spec: JobSpec, key: str, index: int, document: Document | None, error: HealthError | None) -> WorkResult:
+    """The result of the describe item ``key`` (at ``index``) from its document, or from its error (a closed client
+    is raised: the run cannot go on)."""
+    if error is None:
+        assert document is not None
+        return WorkResult(key, {"index": index, "document": document_json(document)}, ok=True, retryable=False)
+    if isinstance(error, ClientClosedError):
+        raise error
+    return _failure(spec, WorkItem(key, index), error)
+
+
 async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkResult:
     """Do one item with ``client``; a per-item failure becomes the result (never raised).
 
@@ -135,11 +152,10 @@ async def process(client: HealthClient, spec: JobSpec, item: WorkItem) -> WorkRe
         return await _link(client, spec, item)
     if spec.op == "upload" and spec.reconcilable:
         return await _reconcilable_upload(client, spec, item)
-    user: str | NotGiven = NOT_GIVEN if spec.user_id is None else spec.user_id
+    user = user_of(spec)
     try:
         if spec.op == "describe":
-            doc = await client.documents.describe(item.key, user_id=user)
-            return WorkResult(item.key, {"index": item.index, "document": document_json(doc)}, ok=True, retryable=False)
+            return described(spec, item.key, item.index, await client.documents.describe(item.key, user_id=user), None)
         result = await client.documents.upload(item.key, tasks=spec.tasks, user_id=user)
     except ClientClosedError:
         raise
