@@ -62,16 +62,7 @@ class Documents(Resource):
             DocumentNotFound: no such document for that user.
             ValueError: ``document_id`` is not a single path segment, or there is no user id.
         """
-        return await self._describe(document_id, {C.H_PT_ID: self._required_user_id(user_id)}, retry, timeout)
-
-    async def _describe(
-        self,
-        document_id: str,
-        headers: dict[str, str],
-        retry: RetryPolicy | NotGiven,
-        timeout: float | NotGiven | None,
-    ) -> Document:
-        # describe() once its user header is checked; describe_many checks that header once for the whole batch.
+        headers = {C.H_PT_ID: self._required_user_id(user_id)}
         data = await self._describe_call(document_id, headers, retry, timeout, document_from_bytes)
         return _as_document(data, document_id)
 
@@ -84,7 +75,8 @@ class Documents(Resource):
         decode: Callable[[bytes], Any],
     ) -> Awaitable[Any]:
         """The describe request, a 200's body given to ``decode`` (a plain def handing out the session's coroutine:
-        no coroutine of its own)."""
+        no coroutine of its own). ``describe`` and ``describe_many`` (which checks the user header once for the
+        whole batch) both send it."""
         segment = path_segment("document_id", document_id)
         return self._session.request(
             "GET",
