@@ -352,7 +352,9 @@ class Documents(Resource):
         after the retries the client's :class:`RetryPolicy` allows. Every call shares the client's limits
         (``max_connections``, ``rate_limit`` and the pause after a 429/503 with ``Retry-After``).
 
-        ``progress(done, failed, total)`` is called after each result; ``total`` is ``len(ids)`` when known.
+        ``progress(done, failed, total)`` is called as each result is handed out (with ``ordered=True``, in input
+        order); ``total`` is ``len(ids)`` when known. Each document is decoded as it is handed out, from the bytes
+        its worker kept, so it is built, read and freed while in the CPU's cache.
         Leaving the loop early cancels the workers; ``async with`` the returned :class:`BulkStream` (or
         ``contextlib.aclosing``) to have that happen at once. Arguments are checked when this is called (a missing
         user id, a closed client, a single ``str`` instead of many ids raise at once); no request is sent before the
