@@ -218,6 +218,7 @@ class Session:
             and json is None
             and url is None
             and receive is None
+            and not encrypt
             and timeout is NOT_GIVEN
             and limits.free_at <= started
             and not http.closed
