@@ -322,21 +322,24 @@ class UploadOutcome:
 document_from_bytes: Final = fast_decoder(Document)
 
 
+def with_document_id(doc: Document, document_id: str | None) -> Document:
+    """``doc`` with ``document_id`` filled in when the body had none (a description answered without its id), in
+    place: only for a document just decoded, not yet seen by anyone."""
+    if doc.document_id is None and document_id is not None:
+        object.__setattr__(doc, "document_id", document_id)
+    return doc
+
+
 def decode_document(raw: bytes, document_id: str | None = None) -> Document | None:
     """The fast path: a describe's response bytes as a :class:`Document`, or ``None`` when the body does not fit
     it as it is (then decode the JSON and call :func:`structure_document`, which tolerates more and names the field
     that does not fit). ``document_id`` fills the id when the body has none. An encrypted envelope (no key of a
     document) is left to the generic path."""
     doc = document_from_bytes(raw)
-    if doc is not None and doc.document_id is None and document_id is not None:
-        object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
-    return doc
+    return None if doc is None else with_document_id(doc, document_id)
 
 
 def structure_document(data: Any, document_id: str | None = None) -> Document:
     """Parse a document description (decoded JSON), tolerantly; ``document_id`` fills the id when the body has
     none (absent or ``null``). Raises :class:`~health_async.errors.ResponseValidationError`."""
-    doc = structure(data, Document)
-    if doc.document_id is None and document_id is not None:
-        object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
-    return doc
+    return with_document_id(structure(data, Document), document_id)

@@ -30,7 +30,7 @@ from ..models import (
     UploadOutcome,
     UploadResult,
 )
-from ..models._documents import document_from_bytes, structure_document
+from ..models._documents import document_from_bytes, structure_document, with_document_id
 from . import _presigned
 from ._base import Resource
 from ._polling import DEFAULT_WAIT_TIMEOUT, PollPolicy, check_timeout, poll_until_final, wait_stage
@@ -374,9 +374,7 @@ class Documents(Resource):
             doc = document_from_bytes(body) if type(body) is memoryview else None
             if doc is None:  # not for the fast decode: the general way, a coroutine the pool awaits
                 return self._described_slowly(document_id, body)
-            if doc.document_id is None:  # the body has no id: the one asked for
-                object.__setattr__(doc, "document_id", document_id)  # our own new instance, not yet seen by anyone
-            return DescribeResult(document_id, doc, None)
+            return DescribeResult(document_id, with_document_id(doc, document_id), None)
 
         return run_pool(
             self._session,
@@ -735,9 +733,7 @@ def _as_document(data: Any, document_id: str) -> Document:
     has none), or the JSON of a body it did not take, by the tolerant rules."""
     if type(data) is not Document:
         return structure_document(data, document_id)
-    if data.document_id is None:  # the body has no id: the one asked for
-        object.__setattr__(data, "document_id", document_id)  # our own new instance, not yet seen by anyone
-    return data
+    return with_document_id(data, document_id)
 
 
 def _id_of(item: str | DocumentListItem) -> str:
