@@ -17,19 +17,28 @@ real service. One client, the same concurrency, measured in alternation ``--repe
 Prints requests per second and client CPU per document (medians), and the ingest's cost against both; the
 target is at most 10 % more CPU per document than ``describe_many`` (the journal and output's whole cost, the
 JSON lines included).
+
+``--floor`` adds two ablations that show where that budget goes: the same two runs with the document decode
+(``describe_many``'s fast decode) and the output line (``document_json``) replaced by constants, patched in for
+the case only. ``ingest, floor`` against ``describe_many, floor`` is the journal's own cost (scan, feed, commit,
+fsync, lines written) with nothing parsed or encoded; ``ingest, floor`` against the real ``describe_many`` is the
+best any output line could do: a line, even the body copied as sent, and a check of the body can only add to it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import orjson
 
@@ -39,7 +48,12 @@ from _common import free_port, pin
 
 from health_async import HealthClient
 from health_async._cli._output import emit
-from health_async.ingest import IngestJob
+from health_async._plain import document_json
+from health_async.ingest import IngestJob, _work
+from health_async.models import Document
+from health_async.resources import documents
+
+Case = Callable[[HealthClient, list[str], int, Path], Awaitable[None]]
 
 USER = "bench-user"
 
@@ -82,10 +96,41 @@ async def ingest(client: HealthClient, ids: list[str], concurrency: int, work: P
     assert summary.status.done == len(ids), summary
 
 
+@contextlib.contextmanager
+def _free(document: Document) -> Iterator[None]:
+    """The decode and the line made free: every answer is ``document``, every line its JSON made once."""
+    line = document_json(document)
+
+    def decoded(_body: object) -> Document:
+        return document
+
+    def encoded(_doc: object) -> object:
+        return line
+
+    with (
+        mock.patch.object(documents, "document_from_bytes", decoded),
+        mock.patch.object(_work, "document_json", encoded),
+    ):
+        yield
+
+
+def floor(case: Case) -> Case:
+    """``case`` with the document decode and the output line replaced by constants (``--floor``)."""
+
+    async def run(client: HealthClient, ids: list[str], concurrency: int, work: Path) -> None:
+        document = await client.documents.describe(ids[0])
+        with _free(document):
+            await case(client, ids, concurrency, work)
+
+    return run
+
+
 async def bench(
-    url: str, ids: list[str], concurrency: int, repeats: int
+    url: str, ids: list[str], concurrency: int, repeats: int, with_floor: bool
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    cases = {"describe_many": describe_many, "+ lines": with_lines, "ingest": ingest}
+    cases: dict[str, Case] = {"describe_many": describe_many, "+ lines": with_lines, "ingest": ingest}
+    if with_floor:
+        cases |= {"describe_many, floor": floor(describe_many), "ingest, floor": floor(ingest)}
     rates: dict[str, list[float]] = {name: [] for name in cases}
     cpu: dict[str, list[float]] = {name: [] for name in cases}  # client CPU per request (all its threads), us
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,6 +155,7 @@ def main() -> None:
     parser.add_argument("--ids", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--floor", action="store_true", help="also run the ablations with decode and line free")
     args = parser.parse_args()
     port = free_port()
     ready = multiprocessing.Event()
@@ -120,7 +166,7 @@ def main() -> None:
         if not ready.wait(60):
             raise SystemExit("the fake server did not start")
         ids = [f"doc-{i:06d}" for i in range(args.ids)]
-        rates, cpu = asyncio.run(bench(f"http://127.0.0.1:{port}", ids, args.concurrency, args.repeats))
+        rates, cpu = asyncio.run(bench(f"http://127.0.0.1:{port}", ids, args.concurrency, args.repeats, args.floor))
     finally:
         proc.terminate()
         proc.join(5)
@@ -131,7 +177,7 @@ def main() -> None:
     print(f"  client pinned to core 0, server to core 1: {pinned}")
     for name, value in medians.items():
         spread = ", ".join(f"{v:,.0f}" for v in rates[name])
-        print(f"  {name:<14} {value:>9,.0f}/s   ({spread})   client CPU {cpu_medians[name]:.0f} us/request")
+        print(f"  {name:<20} {value:>9,.0f}/s   ({spread})   client CPU {cpu_medians[name]:.0f} us/request")
     cost = 1 - medians["ingest"] / base
     print(f"  ingest vs describe_many: {cost:+.1%} fewer documents a second")
     print(f"  ingest vs + lines:       {1 - medians['ingest'] / lines:+.1%} fewer (journal, fsync, scan only)")
@@ -140,6 +186,14 @@ def main() -> None:
     lines_cost = cpu_medians["+ lines"] / cpu_medians["describe_many"] - 1
     print(f"  client CPU per document, ingest against describe_many: {cpu_cost:+.1%} (target <= +10%)")
     print(f"  client CPU per document, + lines against describe_many: {lines_cost:+.1%} (the JSON lines alone)")
+    if args.floor:
+        journal = cpu_medians["ingest, floor"] / cpu_medians["describe_many, floor"] - 1
+        best = cpu_medians["ingest, floor"] / cpu_medians["describe_many"] - 1
+        decode = cpu_medians["describe_many"] - cpu_medians["describe_many, floor"]
+        line = cpu_medians["ingest"] - cpu_medians["ingest, floor"] - decode
+        print(f"  floor: the journal alone (decode and line free on both sides): {journal:+.1%}")
+        print(f"  floor: ingest with a free line and no decode against describe_many: {best:+.1%} (target <= +10%)")
+        print(f"  in the run: the decode {decode:.0f} us a document, the line and its result {line:.0f} us")
     print(orjson.dumps({"medians": medians, "cost": cost, "cpu_us": cpu_medians, "cpu_cost": cpu_cost}).decode())
 
 
