@@ -632,11 +632,16 @@ _PERSONAL = re.compile(r"\S*@\S+|\+?\d[\d\s-]{4,}\d")
 
 
 def _abha_code(value: Any) -> str | None:
-    """``"ABDM-9999: "`` -> ``"ABDM-9999"``: ABDM pads its codes, so compare on the code, not the raw string."""
+    """``"ABDM-9999: "`` -> ``"ABDM-9999"``: ABDM pads its codes, so compare on the code, not the raw string.
+
+    A code of another shape is kept for messages with what looks personal redacted (a mobile number, an e-mail
+    address) and cut to 40 characters: it is the service's text, and it ends up in ``str(exc)``."""
     if not isinstance(value, str):
         return None
     match = _ABHA_CODE.match(value.strip())
-    return match.group(0) if match else (value.strip() or None)
+    if match:
+        return match.group(0)
+    return _PERSONAL.sub("[redacted]", value.strip())[:40] or None
 
 
 def _abha_error(status: int, body: Mapping[str, Any], operation: str, where: str, common: dict[str, Any]) -> AbhaError:

@@ -107,8 +107,10 @@ async def test_notify_unlinked_sends_ten_digits(server: FakeHealthServer, client
     assert server.calls("care_contexts_notify") == 1
 
 
-def test_the_care_context_repr_hides_the_bundle() -> None:
-    assert "Composition" not in repr(CareContext("a", "b", HiType.PRESCRIPTION, data=BUNDLE))
+def test_the_care_context_repr_hides_the_bundle_and_what_the_visit_was() -> None:
+    shown = repr(CareContext("cc-1", "HIV follow-up, 3 March", HiType.PRESCRIPTION, data=BUNDLE))
+    assert "Composition" not in shown and "HIV" not in shown  # the display text is health data too
+    assert "cc-1" in shown
 
 
 async def test_a_data_request_is_answered_page_by_page_and_opens_with_the_vendors_package(

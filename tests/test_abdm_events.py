@@ -100,6 +100,7 @@ PII_KEYS = frozenset(
         "key_value",
         "nonce",
         "patient_reference",
+        "ref_num",
     }
 )
 
@@ -441,6 +442,12 @@ def test_no_personal_value_of_the_example_is_in_the_repr(page: str) -> None:
         assert repr(value) in read, f"{page}: {value!r} was not read"  # read, so its absence below means hidden
         assert repr(value) not in shown, f"{page}: {value!r} is in the repr"
     assert type(model).__name__ in shown
+
+
+def test_the_patient_reference_of_a_link_init_is_not_in_the_repr() -> None:
+    patient = structure({"id": "MRN-445566", "ref_num": "REF-778899", "hi_type": "OPConsultation"}, LinkInitPatient)
+    assert (patient.id, patient.ref_num) == ("MRN-445566", "REF-778899")
+    assert "445566" not in repr(patient) and "778899" not in repr(patient)
 
 
 # ----------------------------------------------------------------------------------- a misfit never loses the event

@@ -326,10 +326,11 @@ async def test_an_oversized_card_leaves_no_file(
     [
         (Fault(status=200, body=b"<html>maintenance</html>", content_type="text/html"), "'text/html'"),
         (Fault(status=200, body=ERROR_BODY), "an error body: ABDM-9999"),
+        (Fault(status=200, body={**ERROR_BODY, "source_error": {"code": "9812345678"}}), "an error body: [redacted]"),
         (Fault(status=200, body=b"%PDF-1.4 not a png" * 10, content_type="image/png"), "not the image/png"),
         (Fault(status=200, body=b"", content_type="image/png"), "not the image/png"),
     ],
-    ids=["html", "json-error", "pdf-as-png", "empty"],
+    ids=["html", "json-error", "json-error-mobile-as-code", "pdf-as-png", "empty"],
 )
 async def test_a_card_answer_of_the_wrong_type_is_a_typed_error_and_leaves_no_file(
     server: FakeHealthServer, client: ha.HealthClient, tmp_path: Path, fault: Fault, said: str

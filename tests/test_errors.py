@@ -76,6 +76,20 @@ def test_abha_error_fields_and_rate_limit_flag() -> None:
     assert isinstance(other, E.AbhaError) and not other.is_rate_limited
 
 
+def test_a_source_code_that_is_not_a_code_is_shown_redacted_and_cut() -> None:
+    # the service's own text where a code belongs ends up in str(exc): what looks personal is redacted there
+    body = {"code": 400, "error": "x", "source_error": {"code": "Mobile 98123 45678 of a@b.in " + "y" * 80}}
+    error = E.error_from_response(400, {}, body, operation="aadhaar_init")
+    assert isinstance(error, E.AbhaError)
+    assert error.source_code is not None and error.source_code.startswith("Mobile [redacted] of [redacted]")
+    assert len(error.source_code) == 40
+    assert "45678" not in str(error) and "a@b.in" not in str(error) and "y" * 41 not in str(error)
+    padded = E.error_from_response(
+        400, {}, {**body, "source_error": {"code": " ABDM-1006: "}}, operation="aadhaar_init"
+    )
+    assert isinstance(padded, E.AbhaError) and padded.source_code == "ABDM-1006"
+
+
 def test_body_is_never_part_of_the_message_or_repr() -> None:
     body = {"mobile": "+919876543210", "message": "secret detail"}
     error = E.error_from_response(400, {}, body, operation="profile")

@@ -68,10 +68,10 @@ class CareContext:
 
     #: Your id of the visit: unique for the patient at your facility.
     care_context_id: str
-    #: What the patient sees in their PHR app, e.g. ``"OP visit, 3 March 2024"``.
-    display: str
+    #: What the patient sees in their PHR app, e.g. ``"OP visit, 3 March 2024"``: health data, never in a ``repr``.
+    display: str = attrs.field(repr=False)
     #: The kind of record (a :class:`~health_async.models.HiType` or its value).
-    hi_type: HiType | str
+    hi_type: HiType | str = attrs.field()
     #: The FHIR bundle, or ``None`` to answer data requests yourself (webhook).
     data: dict[str, Any] | bytes | str | None = attrs.field(default=None, repr=_bundle_repr)
 

@@ -257,10 +257,10 @@ class LinkInitPatient:
     count: int | None = None
     #: The kind of record, as sent (e.g. ``"OPConsultation"``).
     hi_type: str | None = None
-    #: As sent; ``""`` (the example's) is ``None``.
-    id: str | None = wire(parse=empty_is_none, default=None)
-    #: The patient's reference number.
-    ref_num: str | None = None
+    #: The patient's reference at your facility, as sent; ``""`` (the example's) is ``None``. Never in a ``repr``.
+    id: str | None = wire(parse=empty_is_none, default=None, pii=True)
+    #: The patient's reference number (at your facility). Never in a ``repr``.
+    ref_num: str | None = wire(default=None, pii=True)
 
 
 @attrs.frozen

@@ -69,6 +69,7 @@ from ..errors import (
     InvalidRequest,
     ResponseTooLarge,
     ResponseValidationError,
+    _abha_code,
 )
 from ..models import AbhaProfile, AbhaSearchResult, NewAbhaProfile, PincodeDetails
 from ..models._patients import Gender
@@ -653,7 +654,9 @@ def _source_code(data: object) -> str | None:
     source = data.get("source_error")
     code = source.get("code") if isinstance(source, dict) else data.get("code")
     text = str(code) if isinstance(code, str | int) and not isinstance(code, bool) else ""
-    return text[:40] if text.replace("-", "").replace("_", "").isalnum() else "no code"
+    if not text.replace("-", "").replace("_", "").isalnum():
+        return "no code"
+    return _abha_code(text) or "no code"  # shaped like a code, else redacted (a bare mobile number) and cut
 
 
 def _describe(kind: str) -> str:
