@@ -17,7 +17,13 @@ import attrs
 from . import _constants as C
 from . import _routes as R
 from ._config import check_header_value
-from .errors import AuthenticationError, InvalidArgumentType, InvalidRequest, ResponseValidationError
+from .errors import (
+    AuthenticationError,
+    ClientClosedError,
+    InvalidArgumentType,
+    InvalidRequest,
+    ResponseValidationError,
+)
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -93,7 +99,14 @@ class Auth:
             task = self._fetching = session.spawn(self._run_fetch(session))
             task.add_done_callback(_retrieve)  # its error reaches the waiters; none left must not warn
         # shielded: one waiter being cancelled must not cancel the fetch the others wait on
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if task.cancelled() and session.closed and (me is None or not me.cancelling()):
+                # the fetch was cancelled by aclose(), not this caller: the call ends as any call on a closed client
+                raise ClientClosedError("the HealthClient was closed while its token was being fetched") from None
+            raise
 
     async def _run_fetch(self, session: Session) -> str:
         try:

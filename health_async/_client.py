@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from functools import cached_property
 from types import TracebackType
@@ -11,7 +12,7 @@ import aiohttp
 
 from . import _constants as C
 from ._auth import ClientCredentials, TokenProvider, make_auth
-from ._config import check_header_value, normalize_base_url, optional_header_value
+from ._config import check_header_value, check_seconds, normalize_base_url, optional_header_value
 from ._limits import SharedLimiter
 from ._logging import setup_from_env
 from ._retry import RetryPolicy
@@ -104,13 +105,12 @@ class HealthClient:
         self.user_id = optional_header_value("user_id", user_id)
         self.partner_user_id = optional_header_value("partner_user_id", partner_user_id)
         self.partner_hip_id = optional_header_value("partner_hip_id", partner_hip_id)
-        for name, number in (("timeout", timeout), ("connect_timeout", connect_timeout)):
-            if number is not None and number <= 0:
-                raise InvalidRequest(f"{name} must be > 0 seconds, or None for no limit")
+        timeout = check_seconds("timeout", timeout)
+        connect_timeout = check_seconds("connect_timeout", connect_timeout)
         if max_connections < 1:
             raise InvalidRequest("max_connections must be >= 1")
-        if rate_limit is not None and rate_limit <= 0:
-            raise InvalidRequest("rate_limit must be > 0 requests per second, or None")
+        if rate_limit is not None and not 0 < rate_limit < math.inf:
+            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second, or None")
         if max_upload_size < 1 or max_response_size < 1:
             raise InvalidRequest("max_upload_size and max_response_size must be >= 1 byte")
         if retry is not None and not isinstance(retry, RetryPolicy):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import math
 import re
 from typing import Final, Literal, TypeVar
 from urllib.parse import quote, urlsplit
@@ -46,6 +47,31 @@ def check_header_value(name: str, value: str) -> str:
 def optional_header_value(name: str, value: str | None) -> str | None:
     """:func:`check_header_value` for optional values: None stays None (the header is then not sent)."""
     return None if value is None else check_header_value(name, value)
+
+
+def check_seconds(name: str, value: float | None) -> float | None:
+    """A time limit in seconds: a finite number > 0, or ``None`` for no limit; else a typed error naming ``name``
+    (``nan`` would disable the limit silently, ``inf`` overflows the event loop's timer)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentType(f"{name} must be a number of seconds or None, not {type(value).__name__}")
+    seconds = finite(value)
+    if seconds is None or seconds <= 0:
+        raise InvalidRequest(f"{name} must be a finite number of seconds > 0, or None for no limit")
+    return seconds
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a finite float; ``None`` for anything else: not a number (a ``bool`` is not one), ``nan``,
+    an infinity, or an ``int`` too large for a float (``10**400``: no ``OverflowError`` escapes)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 #: The longest id accepted in a path: the service's ids are UUIDs and OIDs; a longer value is a mistake.

@@ -27,7 +27,7 @@ from yarl import URL
 
 from . import _constants as C
 from . import _json
-from ._config import NOT_GIVEN, NotGiven
+from ._config import NOT_GIVEN, NotGiven, check_seconds
 from ._files import StreamBody
 from ._limits import Limits, Overdue
 from ._logging import logger
@@ -149,11 +149,13 @@ class Session:
         tasks = [t for t in self.tasks if not t.done()]
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        if self._owns_http and self._http is not None:
-            await self._http.close()
-        self._http = None
+        try:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+        finally:  # even when this is cancelled meanwhile: a later aclose() returns at once, so it is now or never
+            http, self._http = self._http, None
+            if self._owns_http and http is not None:
+                await http.close()
 
     # ---------------------------------------------------------------- the chokepoint
 
@@ -297,7 +299,7 @@ class Session:
         if timeout is NOT_GIVEN:
             budget, first_timeout = config.timeout, self._budget_timeout
         else:
-            budget, first_timeout = timeout, None
+            budget, first_timeout = check_seconds("timeout", timeout), None
         req = _Request(
             method,
             url,
@@ -305,7 +307,7 @@ class Session:
             operation,
             params,
             headers or _NO_HEADERS,
-            json,
+            None if json is None else json_body(json, operation),
             body,
             idempotent,
             encrypt,
@@ -379,7 +381,7 @@ class Session:
             operation=operation,
             params=None,
             headers=headers,
-            json=json,
+            payload=json_body(json, operation),
             body=None,
             idempotent=False,
             encrypt=False,
@@ -563,8 +565,8 @@ class Session:
         else:
             headers = self._headers(token, req.headers)
         data: Any = None
-        if req.json is not None:
-            payload = _json.dumps(req.json)
+        if req.payload is not None:
+            payload = req.payload
             if req.encrypt:
                 payload = await self._encrypt(payload)
                 headers[C.H_ENCRYPTION] = "JWE"
@@ -723,7 +725,11 @@ class Session:
         return self._base_url.with_path(self._base_path + path, encoded=True)
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
-        """Start a helper task owned by this client: cancelled (and awaited) by :meth:`aclose`."""
+        """Start a helper task owned by this client: cancelled (and awaited) by :meth:`aclose`. On a closed client
+        nothing starts (``coro`` is closed): :class:`ClientClosedError`, so no task outlives the client."""
+        if self._closed:
+            coro.close()
+            raise ClientClosedError("the HealthClient is closed; create a new one")
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -742,11 +748,11 @@ class _Request:
         "foreign",
         "headers",
         "idempotent",
-        "json",
         "method",
         "operation",
         "origin",
         "params",
+        "payload",
         "policy",
         "rated",
         "receive",
@@ -764,7 +770,7 @@ class _Request:
         operation: str,
         params: list[tuple[str, str]] | None,
         headers: Mapping[str, str],
-        json: Any,
+        payload: bytes | None,
         body: StreamBody | Callable[[], StreamBody] | None,
         idempotent: bool,
         encrypt: bool,
@@ -779,7 +785,8 @@ class _Request:
         self.operation = operation
         self.params = params
         self.headers = headers
-        self.json = json
+        #: The JSON body, encoded once before the first send (:func:`json_body`), or None.
+        self.payload = payload
         self.body = body
         self.idempotent = idempotent
         self.encrypt = encrypt
@@ -861,6 +868,18 @@ async def _read_chunked(resp: aiohttp.ClientResponse, cap: int, operation: str) 
         if len(buf) > cap:
             raise ResponseTooLarge(f"{operation}: the response is over the {cap}-byte limit")
     return bytes(buf)
+
+
+def json_body(value: Any, operation: str) -> bytes:
+    """A call's JSON body, encoded once before anything is sent: a value JSON cannot carry (an object of another
+    type, a string with a lone surrogate) is :class:`InvalidRequest` naming the call, never the value."""
+    try:
+        return _json.dumps(value)
+    except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+        raise InvalidRequest(
+            f"{operation}: the request body cannot be sent as JSON (a value of another type, or "
+            "text that is not valid Unicode)"
+        ) from None
 
 
 def _looks_encrypted(data: Any) -> bool:
