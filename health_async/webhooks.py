@@ -14,6 +14,9 @@ Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex
 Anything that does not verify raises :class:`~health_async.errors.WebhookSignatureError` (answer it with 400);
 its message names what failed, never the secret or the body. The handlers also refuse a replay of a webhook they
 have already accepted, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
+The ABDM receivers answer data requests and profile shares in the background until closed (``aclose()``);
+from the moment closing begins they start no background work: a webhook that would need it, arriving during or
+after the close, is answered 503 (its replay key forgotten, so the service's redelivery runs elsewhere or later).
 
 Judgement calls:
 
@@ -667,7 +670,13 @@ class _AbdmReceiver:
     """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event``, the
     data requests and profile shares answered in the background (a redelivery ignored), and :attr:`pending`,
     :meth:`join` and :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming`
-    and the :class:`_Answer` into its framework's response."""
+    and the :class:`_Answer` into its framework's response.
+
+    Closing: :meth:`aclose` sets ``_closed`` first; from then :meth:`_spawn` starts no task and refuses the
+    webhook with 503 instead (a request already past ``on_event`` is too; one that arrives later is refused
+    before ``on_event``), so the tasks :meth:`aclose` cancels and awaits are all there will ever be. A webhook
+    that needs no background work (on_event only) is still answered as before: it runs in the request, which
+    the server owns."""
 
     def __init__(
         self,
@@ -686,6 +695,7 @@ class _AbdmReceiver:
         self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
         self._shares: dict[str, None] = {}  # request ids of profile shares taken, oldest first
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False  # set when aclose() starts: no background work is started after it
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(pending={len(self._tasks)})"
@@ -703,6 +713,8 @@ class _AbdmReceiver:
         event, key = accepted
 
         async def run() -> str:
+            if self._closed and self._needs_background(event):
+                self._refuse(event)  # before on_event: the redelivery the 503 asks for runs it once
             if self._on_event is not None:
                 await self._on_event(event)
             if event.kind is EventKind.HIP_PROFILE_SHARE:
@@ -710,6 +722,17 @@ class _AbdmReceiver:
             return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
         return await _run(self._store, key, event, run)
+
+    def _needs_background(self, event: WebhookEvent) -> bool:
+        """Whether answering ``event`` would start background work (a data request, a profile share)."""
+        if event.kind is EventKind.HIP_DATA_FETCH:
+            return self._on_data_fetch is not None
+        return event.kind is EventKind.HIP_PROFILE_SHARE and self._on_profile_share is not None
+
+    def _refuse(self, event: WebhookEvent) -> None:
+        """Refuse ``event`` with a 503 (raises :class:`_Refused`): the receiver is closed and starts no work."""
+        logger.warning("webhook %s refused with 503: the ABDM receiver is closed", _safe_event_name(event))
+        raise _Refused(_CLOSED)
 
     def _take(self, event: WebhookEvent) -> str:
         """Start answering a data request in the background; the service gets its 200 at once."""
@@ -723,13 +746,17 @@ class _AbdmReceiver:
         if request.transaction_id in self._requests:
             logger.warning("ABDM data request redelivered: already being answered, ignored")
             return "duplicate data request ignored"
+        self._spawn(event, self._answer(request))  # first: refused once closed, the id is not kept
         self._requests[request.transaction_id] = None
         while len(self._requests) > DEFAULT_MAX_REQUESTS:
             del self._requests[next(iter(self._requests))]
-        self._spawn(self._answer(request))
         return "accepted"
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, event: WebhookEvent, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (answering ``event``) in the background, or refuse ``event`` with a 503 once closed."""
+        if self._closed:
+            work.close()  # never started: no "coroutine was never awaited" warning
+            self._refuse(event)
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -748,10 +775,10 @@ class _AbdmReceiver:
         if share.request_id in self._shares:
             logger.warning("ABDM profile share redelivered: already being answered, ignored")
             return "duplicate profile share ignored"
+        self._spawn(event, self._answer_share(event, share, share.request_id))  # first: as in _take
         self._shares[share.request_id] = None
         while len(self._shares) > DEFAULT_MAX_REQUESTS:
             del self._shares[next(iter(self._shares))]
-        self._spawn(self._answer_share(event, share, share.request_id))
         return "accepted"
 
     async def _answer_share(self, event: WebhookEvent, share: ProfileShare, request_id: str) -> None:
@@ -797,11 +824,25 @@ class _AbdmReceiver:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Cancel the answers under way and wait for them (nothing is left running)."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Close the receiver: from now on it starts no background work, and the answers under way are cancelled
+        and waited for (nothing is left running when this returns; calling it again is harmless).
+
+        A webhook that would start background work (a data request, a profile share) and arrives after this
+        began, or was still in ``on_event`` when it began, is answered 503 (logged at WARNING with the event
+        name only) and its replay key forgotten, so the service's redelivery runs, e.g. in the next process.
+        If this is cancelled, what is left is cancelled too (not waited for) and the cancellation propagates.
+        """
+        self._closed = True
+        while self._tasks:  # a loop, in case a task was added while awaiting (none should be, once closed)
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            try:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            except asyncio.CancelledError:
+                for task in self._tasks:
+                    task.cancel()
+                raise
 
 
 class AbdmHandler(_AbdmReceiver):
@@ -814,7 +855,9 @@ class AbdmHandler(_AbdmReceiver):
         app.on_cleanup.append(handler.on_cleanup)
 
     (aiohttp takes a coroutine function as a handler, hence the bound method :meth:`handle`.) Also has
-    :attr:`pending`, :meth:`join` and :meth:`aclose`, as :class:`AbdmAsgiApp`.
+    :attr:`pending`, :meth:`join` and :meth:`aclose`, as :class:`AbdmAsgiApp`. Once :meth:`aclose` has begun
+    (``on_cleanup`` runs after aiohttp's handlers finished; a direct call may not), a data request or profile
+    share still in flight or arriving later is answered 503 and starts nothing; see :meth:`aclose`.
     """
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -899,7 +942,10 @@ def abdm_handler(
       per counter per day).
 
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
-    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``. For FastAPI, Starlette or
+    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``: the background answers under
+    way are cancelled, and a data request or profile share arriving during or after the close (or still in
+    ``on_event`` when it began) is answered 503, logged at WARNING with the event name only, its replay key
+    forgotten so the service's redelivery runs; nothing is started after the close. For FastAPI, Starlette or
     another ASGI framework, :func:`abdm_asgi` is the same receiver as an ASGI application.
     """
     return AbdmHandler(
@@ -930,7 +976,9 @@ class AbdmAsgiApp(_AbdmReceiver):
 
     The same receiver as :class:`AbdmHandler` (the same checks, answers, ``on_event``, background pushes and
     redelivery rule; the code is shared), called as ``await app(scope, receive, send)``, with :attr:`pending`,
-    :meth:`join` and :meth:`aclose`.
+    :meth:`join` and :meth:`aclose`. An ASGI server may run the lifespan shutdown (:meth:`aclose`) while
+    requests are still in flight: a data request or profile share among them, or arriving after it, is answered
+    503 and starts nothing, so no push outlives the shutdown; see :meth:`aclose`.
     """
 
     async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
@@ -1056,7 +1104,8 @@ def abdm_asgi(
     ``max_body_size``, with ``Connection: close``; 400, 500, 200 as there). A sender that disconnects while its
     body is read gets nothing, and nothing runs. Served at the top (``uvicorn module:abdm``) it also takes the
     ``lifespan``: startup completes at once, shutdown runs :meth:`~AbdmAsgiApp.aclose` (pushes under way are
-    cancelled) and then completes. Any other scope type raises ``ValueError``. Cancellation propagates.
+    cancelled; a data request or profile share during or after it is answered 503 and starts nothing) and then
+    completes. Any other scope type raises ``ValueError``. Cancellation propagates.
 
     Design: the returned :class:`AbdmAsgiApp` is a class of its own rather than :class:`AbdmHandler` made
     callable, so each keeps only its framework's surface; both are built on one shared receiver (the checks and
@@ -1094,6 +1143,15 @@ class _Answer:
 
 _METHOD_NOT_ALLOWED: Final = _Answer(405, "method not allowed", (("Allow", "POST"),))
 _TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True)  # do not drain the rest of a huge body
+_CLOSED: Final = _Answer(503, "webhook receiver closed")
+
+
+class _Refused(Exception):
+    """Raised by a ``work`` given to :func:`_run` to answer with :attr:`answer` instead (its key forgotten)."""
+
+    def __init__(self, answer: _Answer) -> None:
+        super().__init__(answer.text)
+        self.answer = answer
 
 
 async def _accept(
@@ -1131,13 +1189,16 @@ async def _accept(
 
 async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> _Answer:
     """200 with ``work``'s text once it returns; 500 when it raises (logged with the event name and the error's
-    type only), after forgetting ``key`` so a redelivery runs (also when cancelled, which propagates)."""
+    type only), or the answer of a :class:`_Refused` it raises (logged by whoever raised it), after forgetting
+    ``key`` so a redelivery runs (also when cancelled, which propagates)."""
     done = False
     try:
         text = await work()
         done = True
     except asyncio.CancelledError:
         raise
+    except _Refused as refused:
+        return refused.answer
     except Exception as exc:
         logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
         return _Answer(500, "webhook callback failed")

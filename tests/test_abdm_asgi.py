@@ -337,3 +337,112 @@ async def test_other_scope_types_are_refused_and_arguments_checked(client: ha.He
         webhooks.abdm_asgi(SECRET, client=client, on_data_fetch="not a function")  # type: ignore[arg-type]
     with pytest.raises(ha.InvalidRequest, match="max_body_size"):
         webhooks.abdm_asgi(SECRET, client=client, max_body_size=0)
+
+
+def _live_tasks_since(before: set[asyncio.Task[Any]]) -> list[str]:
+    """The tasks started since ``before`` that are still running (this test's own task aside), by coroutine."""
+    mine = asyncio.current_task()
+    return [t.get_coro().__qualname__ for t in asyncio.all_tasks() - before if t is not mine and not t.done()]  # type: ignore[union-attr]
+
+
+async def test_a_data_request_in_flight_during_aclose_is_503_and_leaves_no_task(
+    server: FakeHealthServer, client: ha.HealthClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    before = asyncio.all_tasks()
+    inside, gate, fetching = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    fetched: list[str] = []
+    store = webhooks.InMemorySeenStore()
+
+    async def on_event(event: webhooks.WebhookEvent) -> None:  # e.g. writes the event to a database
+        inside.set()
+        await gate.wait()
+
+    async def on_data_fetch(request: HealthDataRequest) -> dict[str, bytes]:
+        fetched.append(request.transaction_id)
+        fetching.set()
+        await asyncio.Event().wait()  # would never end: nothing may start it after the close
+        return {}
+
+    app = webhooks.abdm_asgi(SECRET, client=client, on_event=on_event, on_data_fetch=on_data_fetch, seen_store=store)
+    body = envelope("abha.hip_data_fetch", server.abdm.data_request(["visit-1"], oid="oid-1"))
+    signature = sign(body, SECRET)
+    with caplog.at_level(logging.DEBUG, logger="health_async"):
+        request = asyncio.create_task(call(app, body, signature=signature))
+        await asyncio.wait_for(inside.wait(), 5)  # the request is inside on_event
+        await asyncio.wait_for(app.aclose(), 5)
+        gate.set()
+        answer = await asyncio.wait_for(request, 5)
+        await asyncio.sleep(0.01)  # a task spawned by the answer would have started by now
+    assert (answer.status, answer.body) == (503, b"webhook receiver closed")
+    assert app.pending == 0 and fetched == [] and _live_tasks_since(before) == []
+    assert "abha.hip_data_fetch refused with 503" in caplog.text and "shyam" not in caplog.text
+    # its replay key was forgotten: the same signed request, taken by the next process (same store), runs
+    reopened = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=on_data_fetch, seen_store=store)
+    assert (await call(reopened, body, signature=signature)).body == b"accepted"
+    await asyncio.wait_for(fetching.wait(), 5)
+    assert reopened.pending == 1 and len(fetched) == 1
+    await asyncio.wait_for(reopened.aclose(), 5)
+    assert reopened.pending == 0 and _live_tasks_since(before) == []
+
+
+async def test_after_aclose_a_data_request_or_share_is_503_without_on_event_or_work(
+    server: FakeHealthServer, client: ha.HealthClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    events: list[str] = []
+
+    async def on_event(event: webhooks.WebhookEvent) -> None:
+        events.append(event.event)
+
+    async def on_data_fetch(request: HealthDataRequest) -> dict[str, bytes]:
+        raise AssertionError("no data request may be answered once closed")
+
+    async def on_profile_share(share: Any) -> str:
+        raise AssertionError("no profile share may be answered once closed")
+
+    app = webhooks.abdm_asgi(
+        SECRET, client=client, on_event=on_event, on_data_fetch=on_data_fetch, on_profile_share=on_profile_share
+    )
+    await app.aclose()
+    before = asyncio.all_tasks()
+    fetch = envelope("abha.hip_data_fetch", server.abdm.data_request(["visit-1"], oid="oid-1"))
+    share = envelope("abha.hip_profile_share", {"abha_address": "shyam@abdm", "hip_id": "HIP-1", "req_id": "r-1"})
+    with caplog.at_level(logging.WARNING, logger="health_async"):
+        for body in (fetch, share):
+            answer = await call(app, body, signature=sign(body, SECRET))
+            assert (answer.status, answer.body) == (503, b"webhook receiver closed")
+        await asyncio.sleep(0.01)
+    assert events == [] and app.pending == 0 and _live_tasks_since(before) == []
+    assert "abha.hip_data_fetch refused with 503" in caplog.text
+    assert "abha.hip_profile_share refused with 503" in caplog.text and "shyam" not in caplog.text
+    # an event that starts no background work is still taken: on_event runs in the request itself
+    linked = envelope("abha.link_care_context", LINKED, transaction_id="wh-txn-2")
+    assert (await call(app, linked, signature=sign(linked, SECRET))).status == 200
+    assert events == ["abha.link_care_context"]
+
+
+async def test_a_cancelled_aclose_cancels_what_is_left_and_propagates(
+    server: FakeHealthServer, client: ha.HealthClient
+) -> None:
+    started, first_cancel = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(request: HealthDataRequest) -> dict[str, bytes]:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            first_cancel.set()
+            await asyncio.Event().wait()  # slow to wind down: ended only by a second cancellation
+        return {}
+
+    app = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=stubborn)
+    body = envelope("abha.hip_data_fetch", server.abdm.data_request(["visit-1"], oid="oid-1"))
+    assert (await call(app, body, signature=sign(body, SECRET))).body == b"accepted"
+    await asyncio.wait_for(started.wait(), 5)
+    (work,) = app._tasks  # the background task itself, to see how it ended
+    closing = asyncio.create_task(app.aclose())
+    await asyncio.wait_for(first_cancel.wait(), 5)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    await asyncio.wait_for(asyncio.gather(work, return_exceptions=True), 5)
+    assert work.cancelled() and app.pending == 0
