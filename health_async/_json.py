@@ -4,8 +4,8 @@ msgspec is a runtime dependency for the typed fast decode of document descriptio
 :mod:`health_async._wire`); it encodes and decodes plain JSON as fast as any library, so it does that too and
 the package needs no second JSON library. ``dumps`` gives compact UTF-8 bytes (keys in insertion order);
 ``loads`` takes ``bytes`` or ``str``; a malformed document raises :class:`JSONDecodeError` (a ``ValueError``),
-and so does one nested too deeply (msgspec raises ``RecursionError`` there: a hostile body must not escape as
-that).
+and so do one nested too deeply and one whose strings are not UTF-8 (msgspec raises ``RecursionError`` and
+``UnicodeDecodeError`` there: a hostile body must escape as neither).
 """
 
 from __future__ import annotations
@@ -25,3 +25,5 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         return _decode(data)
     except RecursionError:
         raise JSONDecodeError("JSON nested too deeply") from None
+    except UnicodeDecodeError:  # msgspec raises it, not DecodeError, for a string that is not UTF-8
+        raise JSONDecodeError("JSON text that is not UTF-8") from None

@@ -588,7 +588,7 @@ def structure_many(data: Any, cls: type[T], label: str) -> tuple[T, ...]:
 
 # ----------------------------------------------------------------------------- the fast path
 
-_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
+_FAST_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError)
 
 
 def fast_decoder(cls: type[T]) -> Callable[[bytes | memoryview], T | None]:

@@ -46,7 +46,6 @@ import datetime as dt
 import hashlib
 import heapq
 import hmac
-import math
 import re
 import sys
 import time
@@ -57,6 +56,7 @@ import attrs
 from aiohttp import web
 
 from . import _json
+from ._config import finite
 from ._logging import logger
 from ._wire import WireEnum, structure
 from .errors import HealthError, InvalidRequest, OutcomeUnknown, WebhookSignatureError
@@ -259,7 +259,15 @@ class WebhookEvent:
 def compute_signature(body: bytes | bytearray | str, secret: WebhookSecret, timestamp: int | str) -> str:
     """The hex ``v1`` signature of ``body`` signed at ``timestamp``: ``HMAC-SHA256(secret, "<t>.<body>")``."""
     key = _secrets(secret)[0]
-    return _hex_hmac(key, str(timestamp).encode("ascii"), _body_bytes(body))
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | str):
+        raise InvalidRequest("timestamp must be the unix time as an int or its decimal str")
+    text = str(timestamp)
+    if not (text.isascii() and text.lstrip("-").isdigit()):
+        raise InvalidRequest("timestamp must be the unix time in ASCII digits")
+    body_bytes = _body_bytes(body)
+    if body_bytes is None:
+        raise InvalidRequest("webhook body must be valid Unicode text when given as str")
+    return _hex_hmac(key, text.encode("ascii"), body_bytes)
 
 
 def verify(
@@ -291,7 +299,10 @@ def verify(
     """
     keys = _secrets(secret)
     _check_tolerance(tolerance)
-    return _verify(_body_bytes(raw_body), signature_header, keys, tolerance, now)[0]
+    body = _body_bytes(raw_body)
+    if body is None:  # not the bytes any sender signed: refused like any other body that does not match
+        raise WebhookSignatureError("webhook refused: the body (a str) is not the text of any bytes received")
+    return _verify(body, signature_header, keys, tolerance, now)[0]
 
 
 def _verify(
@@ -407,7 +418,10 @@ def _secrets(secret: object) -> tuple[bytes, ...]:
     keys = []
     for item in items:
         if isinstance(item, str):
-            key = item.encode("utf-8")
+            try:
+                key = item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidRequest("webhook secret must be valid Unicode text (or bytes)") from None
         elif isinstance(item, bytes | bytearray):
             key = bytes(item)
         else:
@@ -419,22 +433,23 @@ def _secrets(secret: object) -> tuple[bytes, ...]:
 
 
 def _check_tolerance(tolerance: object) -> None:
-    if (
-        isinstance(tolerance, bool)
-        or not isinstance(tolerance, int | float)
-        or not math.isfinite(tolerance)
-        or tolerance < 0
-    ):
+    seconds = finite(tolerance)
+    if seconds is None or seconds < 0:
         raise InvalidRequest("tolerance must be a non-negative finite number of seconds")
 
 
-def _body_bytes(body: object) -> bytes:
+def _body_bytes(body: object) -> bytes | None:
+    """The body's bytes; ``None`` for a ``str`` that is the text of no bytes (a lone surrogate). A ``str`` decoded
+    with ``surrogateescape`` (as some frameworks do for bytes that are not UTF-8) gives back the bytes received."""
     if isinstance(body, bytes):
         return body
     if isinstance(body, bytearray | memoryview):
         return bytes(body)
     if isinstance(body, str):
-        return body.encode("utf-8")
+        try:
+            return body.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return None
     raise InvalidRequest("webhook body must be the raw bytes (or str) as received")
 
 

@@ -125,6 +125,21 @@ async def test_each_body_reads_as_describe_reads_it_whatever_the_path(serve: Ser
     assert seen[-1] == (12, 3, 12) and [d for d, _, _ in seen] == list(range(1, 13))
 
 
+async def test_a_body_that_is_not_utf8_is_that_ids_typed_error(serve: Serve) -> None:
+    """A string of the body that is not UTF-8 (msgspec raises UnicodeDecodeError for it) is a
+    ResponseValidationError on every path: describe, and describe_many's consumer."""
+
+    async def describe(request: web.Request) -> web.Response:
+        return web.Response(body=b'{"document_id":"bad\xff"}', content_type="application/json")
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): describe})
+    async with await client_for(url) as client:
+        with pytest.raises(ha.ResponseValidationError, match="not JSON"):
+            await client.documents.describe("d-1")
+        results = [r async for r in client.documents.describe_many(["d-1", "d-2"], concurrency=2)]
+    assert all(isinstance(r.error, ha.ResponseValidationError) for r in results)
+
+
 async def test_ordered_yields_in_input_order_despite_latency(serve: Serve) -> None:
     server = DocServer(delay=lambda doc_id: 0.03 if doc_id.endswith(("0", "3")) else 0.0)
     url = await serve({("GET", "/mr/api/v1/docs/{id}"): server.describe})

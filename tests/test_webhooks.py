@@ -275,10 +275,29 @@ def test_vendor_smart_report_example_as_printed_is_not_json() -> None:
     assert "not valid JSON" in refused(SMART_REPORT_AS_PRINTED, header)
 
 
+def test_a_str_body_decoded_with_surrogateescape_verifies_and_a_lone_surrogate_is_refused() -> None:
+    raw = RECORD_UPLOADED.replace(b"}", b',"note":"\xff"}', 1)  # a byte that is not UTF-8, as some senders send
+    header = sign(raw, SECRET, timestamp=NOW)
+    with pytest.raises(WebhookSignatureError, match="not valid JSON"):  # verified, then refused as not JSON
+        check(raw.decode("utf-8", "surrogateescape"), header)  # type: ignore[arg-type]
+    assert "text of any bytes" in refused("\ud800{}", header)  # type: ignore[arg-type]
+
+
+def test_compute_signature_refuses_what_no_header_can_carry() -> None:
+    assert webhooks.compute_signature(RECORD_UPLOADED, SECRET, NOW) == webhooks.compute_signature(
+        RECORD_UPLOADED, SECRET, str(NOW)
+    )
+    for timestamp in ("\u0661\u0662", "12.5", True):
+        with pytest.raises(InvalidRequest, match="timestamp"):
+            webhooks.compute_signature(RECORD_UPLOADED, SECRET, timestamp)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequest, match="valid Unicode"):
+        webhooks.compute_signature("\ud800", SECRET, NOW)
+
+
 @pytest.mark.parametrize(
     "secret",
-    ["", b"", [], ["ok", ""], None, 123, ["ok", 5]],
-    ids=["str", "bytes", "empty", "one-empty", "none", "int", "mixed"],
+    ["", b"", [], ["ok", ""], None, 123, ["ok", 5], "k\ud800"],
+    ids=["str", "bytes", "empty", "one-empty", "none", "int", "mixed", "lone-surrogate"],
 )
 def test_bad_secret_is_a_programming_error(secret: Any) -> None:
     header = sign(RECORD_UPLOADED, SECRET, timestamp=NOW)
@@ -286,7 +305,7 @@ def test_bad_secret_is_a_programming_error(secret: Any) -> None:
         check(RECORD_UPLOADED, header, secret)
 
 
-@pytest.mark.parametrize("tolerance", [-1, float("nan"), float("inf"), "180", True])
+@pytest.mark.parametrize("tolerance", [-1, float("nan"), float("inf"), "180", True, 10**400])
 def test_bad_tolerance_is_a_programming_error(tolerance: Any) -> None:
     with pytest.raises(InvalidRequest, match="tolerance"):
         check(RECORD_UPLOADED, sign(RECORD_UPLOADED, SECRET, timestamp=NOW), tolerance=tolerance)
