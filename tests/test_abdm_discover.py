@@ -433,6 +433,8 @@ async def test_a_state_that_is_not_one_is_refused(server: FakeHealthServer, clie
         ("hip_id", "a/b", "state.hip_id"),
         ("oid", None, "name the user"),
         ("choices", [], "state.choices"),
+        ("blocked_until", float("inf"), r"state\.blocked_until must be a finite number"),
+        ("blocked_until", 10**400, r"state\.blocked_until must be a finite number"),  # valid JSON, no float
     ]:
         with pytest.raises(ha.InvalidRequest, match=says):
             client.abdm.resume({**state, key: value})

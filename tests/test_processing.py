@@ -216,7 +216,16 @@ def test_malformed_parts_raise_validation_errors_naming_the_field_not_the_value(
 
 
 def test_poll_settings_checked_before_anything_is_sent() -> None:
-    for bad in ({"first_poll": 0}, {"max_poll": -1}, {"first_poll": 5, "max_poll": 1}, {"jitter": 2}):
+    too_big = 10**400  # valid JSON, too large for a float: a typed error, not an OverflowError
+    for bad in (
+        {"first_poll": 0},
+        {"max_poll": -1},
+        {"first_poll": 5, "max_poll": 1},
+        {"jitter": 2},
+        {"first_poll": too_big},
+        {"multiplier": too_big},
+        {"multiplier": float("nan")},
+    ):
         with pytest.raises(InvalidRequest):
             PollPolicy(**bad)
     assert PollPolicy.of(first_poll=60).max_poll == 60  # a long first poll raises the cap with it

@@ -147,8 +147,11 @@ async def test_bad_qr_ids_are_refused_before_sending(
         ({"location": (0.0, float("nan"))}, "longitude must be a finite number"),
         ({"location": ("12.9", "77.5")}, "latitude must be a finite number"),
         ({"location": (1.0, 2.0, 3.0)}, "location must be a ShareLocation or a"),
+        ({"location": (10**400, 0)}, "latitude must be a finite number"),  # too large for a float: no OverflowError
+        ({"location": (0, -(10**400))}, "longitude must be a finite number"),
         ({"wait_timeout": 0}, "wait_timeout must be a positive number"),
         ({"wait_timeout": float("inf")}, "wait_timeout must be a positive number"),
+        ({"wait_timeout": 10**400}, "wait_timeout must be a positive number"),
         ({"wait_timeout": None}, "wait_timeout must be"),
         ({"user_id": None}, "needs a user id"),
         ({"poll": "fast"}, "poll must be"),
@@ -157,9 +160,20 @@ async def test_bad_qr_ids_are_refused_before_sending(
 async def test_bad_options_are_refused_before_sending(
     server: FakeHealthServer, patient: ha.HealthClient, options: dict[str, Any], rule: str
 ) -> None:
-    with pytest.raises(ha.InvalidRequest, match=rule):
+    with pytest.raises(ha.InvalidRequest, match=rule) as info:
         await patient.abha.scan_and_share(HIP, COUNTER, **options)
-    assert server.calls("profile_share") == 0
+    assert server.calls("profile_share") == 0 and "10000" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("latitude", "longitude"),
+    [(10**400, 0), (0, 10**400), (-(10**400), 0)],
+    ids=["latitude", "longitude", "negative-latitude"],
+)
+def test_a_location_too_large_for_a_float_is_refused(latitude: int, longitude: int) -> None:
+    with pytest.raises(ha.InvalidRequest, match="must be a finite number of degrees") as info:
+        ShareLocation(latitude, longitude)
+    assert "10000" not in str(info.value)
 
 
 async def test_the_wait_is_bounded_by_a_typed_timeout(
@@ -401,6 +415,8 @@ async def test_answering_by_hand_with_an_expiry(
         (share_of("r-1"), {"token_number": "A\n1"}, "token_number must not contain control characters"),
         (share_of("r-1"), {"token_number": "9" * 65}, "token_number must be at most 64"),
         (share_of("r-1"), {"token_number": -1}, "token_number must not be negative"),
+        (share_of("r-1"), {"token_number": 10**64}, "token_number must be at most 64 digits"),
+        (share_of("r-1"), {"token_number": 10**5000}, "token_number must be at most 64 digits"),  # past str()'s limit
         (share_of("r-1"), {"token_number": True}, "token_number must be a str or an int"),
         (share_of("r-1"), {"expires_at": dt.datetime(2030, 1, 1)}, "expires_at must be a timezone-aware"),
         (share_of(""), {}, "no request id"),
@@ -412,7 +428,7 @@ async def test_a_bad_answer_is_refused_before_sending(
 ) -> None:
     with pytest.raises(ha.InvalidRequest, match=rule) as info:
         await hospital.abha.answer_profile_share(answered, **{"token_number": "A-1", **options})
-    assert server.calls("profile_on_share") == 0 and "shyam" not in str(info.value)
+    assert server.calls("profile_on_share") == 0 and "shyam" not in str(info.value) and "0000" not in str(info.value)
 
 
 # ------------------------------------------------------------------------------------ TokenCounter

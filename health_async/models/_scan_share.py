@@ -22,11 +22,11 @@ Personal data (the token number, the device's location) is left out of every ``r
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import ClassVar, Self
 
 import attrs
 
+from .._config import finite
 from .._wire import WireEnum, instant, local, wire
 from ..errors import InvalidRequest
 
@@ -54,11 +54,12 @@ class ShareStatus(WireEnum):
 
 
 def _coordinate(name: str, value: object, limit: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    degrees = finite(value)
+    if degrees is None:
         raise InvalidRequest(f"{name} must be a finite number of degrees")
-    if not -limit <= value <= limit:
+    if not -limit <= degrees <= limit:
         raise InvalidRequest(f"{name} must be within [-{limit:g}, {limit:g}] degrees")
-    return float(value)
+    return degrees
 
 
 @attrs.frozen

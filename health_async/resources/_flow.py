@@ -21,11 +21,11 @@ the family.
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Final, Generic, TypeVar, overload
 
 from .. import _json, _seal
+from .._config import finite
 from .._logging import logger
 from ..errors import AbhaRateLimited, FlowStateInvalid, InvalidFlowStep, InvalidRequest
 
@@ -194,9 +194,12 @@ def field(state: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *,
 def time_field(state: Mapping[str, Any], name: str) -> float | None:
     """An optional finite number of seconds, as a float."""
     value = field(state, name, (int, float), optional=True)
-    if value is not None and not math.isfinite(value):
+    if value is None:
+        return None
+    number = finite(value)
+    if number is None:
         raise InvalidRequest(f"state.{name} must be a finite number")
-    return None if value is None else float(value)
+    return number
 
 
 def secrets_of(state: Mapping[str, Any], *, sealed: bool) -> dict[str, str]:

@@ -18,7 +18,6 @@ request, and leaves nothing behind. The clock, the sleep and the random source a
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import attrs
 
 from .._bulk import BulkStream, ProgressCallback
+from .._config import finite
 from .._logging import logger
 from .._routes import PATH_RESULT
 from ..errors import (
@@ -59,9 +59,10 @@ T = TypeVar("T")
 
 
 def _positive_finite(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+    number = finite(value)
+    if number is None or number <= 0:
         raise InvalidRequest(f"{name} must be a positive number of seconds")
-    return float(value)
+    return number
 
 
 @attrs.frozen
@@ -87,9 +88,9 @@ class PollPolicy:
         cap = _positive_finite("max_poll", self.max_poll)
         if cap < first:
             raise InvalidRequest("max_poll must be at least first_poll")
-        mult = self.multiplier
-        if isinstance(mult, bool) or not isinstance(mult, int | float) or not math.isfinite(mult) or mult < 1:
-            raise InvalidRequest("multiplier must be a number >= 1")
+        mult = finite(self.multiplier)
+        if mult is None or mult < 1:
+            raise InvalidRequest("multiplier must be a finite number >= 1")
         jit = self.jitter
         if isinstance(jit, bool) or not isinstance(jit, int | float) or not 0 <= jit <= 0.9:
             raise InvalidRequest("jitter must be within [0, 0.9]")

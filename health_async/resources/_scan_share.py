@@ -57,7 +57,7 @@ import attrs
 
 from .. import _routes as R
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, path_segment
+from .._config import NOT_GIVEN, NotGiven, finite, path_segment
 from .._logging import logger
 from .._wire import structure
 from ..errors import (
@@ -93,6 +93,7 @@ TOKEN_MAX: Final = 64
 
 _QR_ID: Final = re.compile(r"[\x21-\x7e]+")  # printable ASCII, no space
 _TOKEN: Final = re.compile(r"[^\x00-\x1f\x7f]+")  # no control characters
+_TOKEN_INT_LIMIT: Final = 10**TOKEN_MAX  # the least int of more than TOKEN_MAX digits
 _FINAL: Final = ProcessingResult(status=ProcessingStatus.COMPLETED)
 _WAITING: Final = ProcessingResult(status=ProcessingStatus.IN_PROGRESS)
 
@@ -128,6 +129,8 @@ def _token_text(token_number: str | int) -> str:
     if isinstance(token_number, int) and not isinstance(token_number, bool):
         if token_number < 0:
             raise InvalidRequest("token_number must not be negative")
+        if token_number >= _TOKEN_INT_LIMIT:  # before str(): 10**5000 is past Python's int-to-str digit limit
+            raise InvalidRequest(f"token_number must be at most {TOKEN_MAX} digits")
         return str(token_number)
     if not isinstance(token_number, str):
         raise InvalidRequest("token_number must be a str or an int")
@@ -205,9 +208,9 @@ class ScanShareMixin(AbhaBase):
         hip = qr_id("hip_id", hip_id)
         counter = qr_id("counter_id", counter_id)
         place = _location(location)
-        if not math.isfinite(wait_timeout) or wait_timeout <= 0:  # its type (a number, never None) is checked
+        deadline = finite(wait_timeout)  # its type (a number, never None) is checked
+        if deadline is None or deadline <= 0:
             raise InvalidRequest("wait_timeout must be a positive number of seconds")
-        deadline = float(wait_timeout)
         policy = PollPolicy.of(poll or DEFAULT_SHARE_POLL)
         self._required_user_id(options.get("user_id", NOT_GIVEN))
         per_request = options["timeout"] if "timeout" in options else self._session.config.timeout
