@@ -8,7 +8,10 @@ ABDM encrypts the FHIR bundles a hospital (HIP) sends to a requester (HIU) with:
 * HKDF-SHA256 of the shared secret (the Weierstrass ``x`` of the shared point, 32 bytes big-endian) with the salt
   ``(sender_nonce XOR requester_nonce)[:20]`` and no info, to a 32-byte key;
 * AES-256-GCM with the IV ``(sender_nonce XOR requester_nonce)[-12:]``, no associated data; the ciphertext with its
-  16-byte tag, base64. Nonces are 32 random bytes, base64.
+  16-byte tag, base64. Nonces are 32 random bytes, base64 (ABDM's data-push documentation: "a 32-byte random
+  nonce"): a nonce of any other length, ours or the peer's, is refused with
+  :class:`~health_async.errors.InvalidRequest` (judgement call: the vendor's ``abdm-ecdh`` also takes two equal
+  lengths of 20 bytes or more, but makes and documents 32).
 
 This is byte for byte what the vendor's ``abdm-ecdh`` package does (tests run both directions, both key encodings,
 against it). Unlike that package, no curve arithmetic on a secret is done in Python: the Weierstrass and Montgomery
@@ -218,7 +221,8 @@ class KeyMaterial:
     @classmethod
     def from_private_key(cls, private_key: str | int, nonce: str | None = None) -> KeyMaterial:
         """Key material from a private key kept earlier: base64 (ABDM's form) or the integer; with ``nonce``
-        (base64), or a fresh one. A foreign key with no equal X25519 scalar is refused (see the module)."""
+        (base64 of 32 bytes), or a fresh one. A foreign key with no equal X25519 scalar is refused (see the
+        module), as is a nonce of another length (:class:`~health_async.errors.InvalidRequest`)."""
         if isinstance(private_key, bool) or not isinstance(private_key, str | int):
             raise InvalidArgumentType(f"private_key must be a base64 str or an int, not {type(private_key).__name__}")
         d = private_key if isinstance(private_key, int) else int.from_bytes(_b64decode("private_key", private_key))
@@ -231,6 +235,8 @@ class KeyMaterial:
                 "generate a new key with KeyMaterial.generate()"
             )
         raw_nonce = os.urandom(_NONCE_SIZE) if nonce is None else _b64decode("nonce", nonce)
+        if len(raw_nonce) != _NONCE_SIZE:
+            raise InvalidRequest(f"nonce must be {_NONCE_SIZE} bytes (base64), as ABDM's scheme uses")
         return cls._of(scalar, raw_nonce, shown=d)
 
     @classmethod
@@ -249,8 +255,10 @@ class KeyMaterial:
 
     def _aes(self, peer_public_key: str, peer_nonce: str) -> tuple[AESGCM, bytes]:
         mine, theirs = _b64decode("nonce", self.nonce), _b64decode("the peer's nonce", peer_nonce)
-        if len(theirs) != len(mine):
-            raise InvalidRequest(f"the peer's nonce must be {len(mine)} bytes, like ours")
+        if len(mine) != _NONCE_SIZE:  # only a KeyMaterial built or changed by hand (attrs.evolve) gets here
+            raise InvalidRequest(f"this key material's nonce must be {_NONCE_SIZE} bytes")
+        if len(theirs) != _NONCE_SIZE:
+            raise InvalidRequest(f"the peer's nonce must be {_NONCE_SIZE} bytes, like ours")
         mixed = bytes(a ^ b for a, b in zip(mine, theirs, strict=True))
         peer = X25519PublicKey.from_public_bytes(_peer_u(peer_public_key))
         try:
@@ -264,7 +272,10 @@ class KeyMaterial:
     def encrypt(self, plaintext: bytes | str, *, peer_public_key: str, peer_nonce: str) -> str:
         """``plaintext`` (a str is UTF-8) encrypted to the peer, base64: what ABDM's ``encryptedData`` holds."""
         if isinstance(plaintext, str):
-            plaintext = plaintext.encode("utf-8")
+            try:
+                plaintext = plaintext.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate
+                raise InvalidRequest("plaintext is a str that is not valid UTF-8 text (a lone surrogate)") from None
         if not isinstance(plaintext, bytes | bytearray | memoryview):
             raise InvalidArgumentType(f"plaintext must be bytes or str, not {type(plaintext).__name__}")
         aes, iv = self._aes(peer_public_key, peer_nonce)
@@ -293,30 +304,42 @@ def _sqrt(value: int) -> int:
 
 def encrypt(plaintext: bytes | str, sender: KeyMaterial, *, requester_public_key: str, requester_nonce: str) -> str:
     """``sender.encrypt(...)``: the HIP's side (a function, like the vendor's package)."""
+    if not isinstance(sender, KeyMaterial):
+        raise InvalidArgumentType(f"sender must be a KeyMaterial, not {type(sender).__name__}")
     return sender.encrypt(plaintext, peer_public_key=requester_public_key, peer_nonce=requester_nonce)
 
 
 def decrypt(encrypted: str, requester: KeyMaterial, *, sender_public_key: str, sender_nonce: str) -> bytes:
     """``requester.decrypt(...)``: the HIU's side."""
+    if not isinstance(requester, KeyMaterial):
+        raise InvalidArgumentType(f"requester must be a KeyMaterial, not {type(requester).__name__}")
     return requester.decrypt(encrypted, peer_public_key=sender_public_key, peer_nonce=sender_nonce)
 
 
 # ---------------------------------------------------------------------------- entry checksums
 
 
-def checksum(plain: bytes) -> str:
+def _plain_bytes(plain: object) -> bytes:
+    if not isinstance(plain, bytes | bytearray | memoryview):
+        raise InvalidArgumentType(f"plain must be bytes (the UTF-8 text), not {type(plain).__name__}")
+    return plain if isinstance(plain, bytes) else bytes(plain)
+
+
+def checksum(plain: bytes | bytearray | memoryview) -> str:
     """The checksum of an entry: MD5 of the plain (not encrypted) FHIR text, hex. ABDM's HIP specification (v0.5,
     data transfer): "checksum is Md5 checksum of the data content, before encryption"; the vendor's
     ``RecordsEntry.checksum``: "Checksum of the non encrypted plain text fhir data". Hex is what ABDM's reference
     implementations write (judgement call: the spelling is not documented)."""
-    return hashlib.md5(plain, usedforsecurity=False).hexdigest()
+    return hashlib.md5(_plain_bytes(plain), usedforsecurity=False).hexdigest()
 
 
-def checksum_matches(sent: str, plain: bytes) -> bool:
+def checksum_matches(sent: str, plain: bytes | bytearray | memoryview) -> bool:
     """Whether ``sent`` is the MD5 of ``plain``: hex (either case: what ABDM's reference HIPs and this library's
     HIP side write) or base64 of the 16-byte digest (what some HIPs write; judgement call: both are accepted, as
     ABDM documents only "MD5 checksum of the content, before encryption")."""
-    digest = hashlib.md5(plain, usedforsecurity=False).digest()
+    if not isinstance(sent, str):
+        raise InvalidArgumentType(f"sent must be a str, not {type(sent).__name__}")
+    digest = hashlib.md5(_plain_bytes(plain), usedforsecurity=False).digest()
     text = sent.strip()
     if _HEX_MD5.fullmatch(text):
         return bytes.fromhex(text) == digest

@@ -6,13 +6,14 @@ import base64
 import logging
 
 import abdm_ecdh
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health_async import abdm_crypto
 from health_async.abdm_crypto import KeyMaterial, N
-from health_async.errors import EncryptionError, InvalidRequest
+from health_async.errors import EncryptionError, InvalidArgumentType, InvalidRequest
 
 BUNDLE = '{"resourceType": "Bundle", "entry": [{"resource": {"resourceType": "Observation", "value": "13.5"}}]}'
 
@@ -129,3 +130,52 @@ def test_json_escaped_base64_from_a_sender_still_opens() -> None:
     escaped = sent.replace("+", "\\u002B").replace("/", "\\u002F").replace("=", "\\u003D")
     public = ours.public_key.replace("+", "\\u002B").replace("/", "\\u002F").replace("=", "\\u003D")
     assert theirs.decrypt(escaped, peer_public_key=public, peer_nonce=ours.nonce) == (BUNDLE * 20).encode()
+
+
+@pytest.mark.parametrize("size", [0, 4, 8, 16, 20, 31, 33, 64])
+def test_a_kept_nonce_of_another_length_than_32_bytes_is_refused_when_loaded(size: int) -> None:
+    ours = KeyMaterial.generate()
+    nonce = base64.b64encode(bytes(range(size))).decode()
+    with pytest.raises(InvalidRequest, match="nonce must be 32 bytes") as info:
+        KeyMaterial.from_private_key(ours.private_key, nonce)
+    assert ours.private_key not in str(info.value) and (not nonce or nonce not in str(info.value))
+
+
+def test_a_nonce_changed_by_hand_is_refused_rather_than_passed_to_aes_gcm() -> None:
+    ours, theirs = KeyMaterial.generate(), KeyMaterial.generate()
+    short = attrs.evolve(ours, nonce=base64.b64encode(bytes(4)).decode())
+    with pytest.raises(InvalidRequest, match="nonce must be 32 bytes"):
+        short.encrypt("x", peer_public_key=theirs.public_key, peer_nonce=base64.b64encode(bytes(4)).decode())
+    with pytest.raises(InvalidRequest, match="nonce must be 32 bytes"):
+        short.decrypt(base64.b64encode(bytes(40)).decode(), peer_public_key=theirs.public_key, peer_nonce="")
+
+
+def test_the_helpers_refuse_wrong_types_with_typed_errors() -> None:
+    hip, hiu = KeyMaterial.generate(), KeyMaterial.generate()
+    with pytest.raises(InvalidArgumentType, match="plain must be bytes"):
+        abdm_crypto.checksum("text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match="plain must be bytes"):
+        abdm_crypto.checksum(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match="sent must be a str"):
+        abdm_crypto.checksum_matches(None, b"")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match="plain must be bytes"):
+        abdm_crypto.checksum_matches("0" * 32, "text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match="requester must be a KeyMaterial"):
+        abdm_crypto.decrypt("AAAA", None, sender_public_key=hip.public_key, sender_nonce=hip.nonce)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentType, match="sender must be a KeyMaterial"):
+        abdm_crypto.encrypt("x", "key", requester_public_key=hiu.public_key, requester_nonce=hiu.nonce)  # type: ignore[arg-type]
+
+
+def test_the_checksums_take_any_bytes_like_plain_text() -> None:
+    plain = BUNDLE.encode()
+    expected = abdm_crypto.checksum(plain)
+    assert abdm_crypto.checksum(bytearray(plain)) == expected
+    assert abdm_crypto.checksum(memoryview(plain * 2)[::2]) == abdm_crypto.checksum(bytes(memoryview(plain * 2)[::2]))
+    assert abdm_crypto.checksum_matches(expected.upper(), memoryview(plain))
+
+
+def test_a_str_plaintext_that_is_not_utf8_is_refused() -> None:
+    hip, hiu = KeyMaterial.generate(), KeyMaterial.generate()
+    with pytest.raises(InvalidRequest, match="plaintext") as info:
+        abdm_crypto.encrypt("ok \ud800", hip, requester_public_key=hiu.public_key, requester_nonce=hiu.nonce)
+    assert not isinstance(info.value, UnicodeError) and "\ud800" not in str(info.value)
