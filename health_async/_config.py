@@ -74,6 +74,13 @@ def finite(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def check_finite(value: object, field: str) -> None:
+    """Refuse a non-finite float in a JSON value the caller gives (NaN, an infinity: JSON has neither; an encoder
+    would send ``null`` or a non-standard token). Used by patients' ``extras`` and cases' ``partner_meta``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequest(f"{field} numbers must be finite")
+
+
 #: The longest id accepted in a path: the service's ids are UUIDs and OIDs; a longer value is a mistake.
 MAX_SEGMENT = 256
 

@@ -75,6 +75,9 @@ async def test_link_then_list(server: FakeHealthServer, client: ha.HealthClient)
         ([CareContext("a", "x", "LabReport")], {"abha_address": "shyam@sbx"}, "hi_type must be one of"),
         ([CareContext("a", "x", "Prescription", data=b"not json")], {"abha_address": "shyam@sbx"}, "not JSON"),
         ([CareContext("a", "x", "Prescription", data="[1, 2]")], {"abha_address": "shyam@sbx"}, "JSON object"),
+        ([CareContext("a", "x", "Prescription", data={"t": object()})], {"abha_address": "shyam@sbx"}, "as JSON"),
+        ([CareContext("a", "x", "Prescription", data={"t": "\ud800"})], {"abha_address": "shyam@sbx"}, "as JSON"),
+        ([CareContext("a", "x", "Prescription", data='{"t": "\ud800"}')], {"abha_address": "shyam@sbx"}, "as JSON"),
         ([*visits(1), *visits(1)], {"abha_address": "shyam@sbx"}, "repeat"),
         (visits(1), {}, "needs the patient"),
         (["visit-0"], {"abha_address": "shyam@sbx"}, "must be a CareContext"),
@@ -151,6 +154,27 @@ async def test_an_expired_key_or_an_unasked_bundle_pushes_nothing(
     with pytest.raises(ha.InvalidRequest, match="not JSON"):
         await client.abdm.push_health_data(request, {"visit-0": b"<xml/>"})
     assert server.calls("hip_data_push") == 0
+
+
+async def test_a_naive_now_pushes_nothing(server: FakeHealthServer, client: ha.HealthClient) -> None:
+    naive = dt.datetime(2030, 1, 1, 12, 0)
+    with_expiry = HealthDataRequest.from_event(server.abdm.data_request(["visit-0"]))
+    data = server.abdm.data_request(["visit-0"])
+    del data["key_information"]["dh_public_key"]["expiry"]  # no expiry: nothing to compare `now` with
+    without_expiry = HealthDataRequest.from_event(data)
+    for request in (with_expiry, without_expiry):
+        with pytest.raises(ha.InvalidRequest, match="now must be timezone-aware"):
+            await client.abdm.push_health_data(request, {"visit-0": BUNDLE}, now=naive)
+    assert server.calls("hip_data_push") == 0
+
+
+async def test_an_unhashable_hi_type_is_a_typed_refusal(server: FakeHealthServer, client: ha.HealthClient) -> None:
+    for hi_type in ([HiType.PRESCRIPTION], {"Prescription": 1}):
+        care_context = CareContext("visit-0", "OP visit", hi_type)  # type: ignore[arg-type]
+        with pytest.raises(ha.InvalidArgumentType, match=r"care_contexts\[0\]\.hi_type must be") as info:
+            await client.abdm.link_care_contexts([care_context], abha_address="shyam@sbx")
+        assert "OP visit" not in str(info.value)
+    assert server.calls("care_contexts_link") == 0
 
 
 def test_the_vendors_webhook_example_is_a_request() -> None:

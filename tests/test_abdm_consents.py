@@ -389,6 +389,19 @@ async def test_revoke_by_artefact_ids_then_by_consent_id(server: FakeHealthServe
     assert server.calls("consents_revoke") == 2
 
 
+async def test_revoke_by_consent_id_checks_the_caller_before_reading_the_consent(
+    server: FakeHealthServer, client: ha.HealthClient
+) -> None:
+    cid = seeded(server)
+    rid = server.abdm_requests.add(OID, "consent", status="granted", request_id=cid, providers={"HIP-1": ["v"]})
+    server.abdm_requests.items[rid]["providers"][0]["consent_artefact_id"] = "art-1"
+    for bad in ("", "x\r\nX-Evil: 1"):
+        with pytest.raises(E.InvalidRequest, match="X-Partner-Pt-Id"):
+            await client.abdm.consents.revoke(cid, pin=PIN, partner_user_id=bad)
+    assert server.calls("abdm_request") == 0  # the consent's artefacts were not read
+    assert pin_calls(server) == 0 and server.calls("consents_revoke") == 0
+
+
 async def test_revoke_sent_once_names_the_artefacts(server: FakeHealthServer, client: ha.HealthClient) -> None:
     cid = seeded(server)
     await client.abdm.consents.approve(cid, pin=PIN, artefacts=[ConsentArtefact("HIP-1", ("v",))])
@@ -525,6 +538,8 @@ async def test_pin_reset_state_resumes_without_secrets(server: FakeHealthServer,
         client.abdm.consents.resume_pin_reset({**state, "kind": "login"})
     with pytest.raises(E.InvalidRequest, match=r"state\.headers"):
         client.abdm.consents.resume_pin_reset({**state, "headers": {"token": "x"}})
+    with pytest.raises(E.InvalidRequest, match=r"state\.blocked_until must be a finite number"):
+        client.abdm.consents.resume_pin_reset({**state, "blocked_until": 10**400})  # valid JSON, too large a float
     with pytest.raises(E.FlowStateInvalid):
         client.abdm.consents.resume_pin_reset(sealed[:-4] + "AAAA", seal=SEAL_KEY)
 

@@ -438,6 +438,34 @@ async def test_card_targets_are_checked_before_sending(
     assert server.calls("abha_card") == 0 and server.calls("abha_qr") == 0
 
 
+class _NoWritable:
+    """A file-like object with read() and write() but no writable(): whether it can be written is unknown."""
+
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+    def write(self, b: Any) -> int:
+        return len(b)
+
+
+async def test_a_file_object_not_open_for_writing_is_refused_before_sending(
+    server: FakeHealthServer, client: ha.HealthClient, tmp_path: Path
+) -> None:
+    (tmp_path / "card.png").write_bytes(b"")
+    with (tmp_path / "card.png").open("rb") as read_only:
+        with pytest.raises(E.InvalidArgumentType, match="opened for writing"):
+            await client.abha.card(read_only)
+        with pytest.raises(E.InvalidArgumentType, match="opened for writing"):
+            await client.abha.qr(read_only, as_json=True)
+    with pytest.raises(E.InvalidArgumentType, match="opened for writing"):
+        await client.abha.card(_NoWritable())  # type: ignore[arg-type]
+    closed = io.BytesIO()
+    closed.close()
+    with pytest.raises(E.InvalidRequest, match="open file"):
+        await client.abha.qr(closed)
+    assert server.calls("abha_card") == 0 and server.calls("abha_qr") == 0
+
+
 # ----------------------------------------------------------------------------------------------- search, pincode
 
 

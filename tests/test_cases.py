@@ -120,6 +120,21 @@ async def test_create_refuses_bad_input_before_sending(
     assert server.calls("case_create") == 0
 
 
+@pytest.mark.parametrize(
+    "meta",
+    [{"score": float("nan")}, {"w": float("inf")}, {"deep": [{"w": -float("inf")}]}],
+    ids=["nan", "inf", "nested"],
+)
+async def test_a_non_finite_partner_meta_number_is_refused_before_sending(
+    meta: dict[str, Any], client: HealthClient, server: FakeHealthServer
+) -> None:
+    with pytest.raises(InvalidRequest, match="partner_meta numbers must be finite"):
+        await client.cases.create(display_name="Fever", occurred_at=WHEN, partner_meta=meta)
+    with pytest.raises(InvalidRequest, match="partner_meta numbers must be finite"):
+        await client.cases.update("C1", partner_meta=meta)
+    assert server.calls("case_create") == 0 and server.calls("case_update") == 0
+
+
 async def test_update_sends_only_the_fields_given(client: HealthClient, server: FakeHealthServer) -> None:
     await client.cases.create(case_id="C1", display_name="Fever", occurred_at=WHEN, case_type="OP")
     await client.cases.update("C1", hi_type="Prescription")  # answered 204

@@ -18,6 +18,7 @@ from health_async._wire import structure
 from health_async.errors import (
     ApiError,
     InvalidAbhaAddress,
+    InvalidArgumentType,
     InvalidMobileNumber,
     InvalidRequest,
     NotFoundError,
@@ -538,6 +539,19 @@ async def test_list_input_rules(
     with pytest.raises(InvalidRequest, match=rule):
         health_client.patients.list(**kwargs)  # refused when called, before any iteration
     assert fake_health_server.calls("patient_list") == 0
+
+
+@pytest.mark.parametrize("fields", [[["abha", "gender"]], [{"abha"}], ["abha", 5]], ids=["list", "set", "int"])
+async def test_a_field_that_is_not_a_str_is_a_typed_refusal(
+    health_client: HealthClient, fake_health_server: FakeHealthServer, fields: list[Any]
+) -> None:
+    with pytest.raises(InvalidArgumentType, match=r"fields\[\d\] must be a str"):
+        await health_client.patients.search("UH", fields=fields)
+    with pytest.raises(InvalidArgumentType, match=r"fields\[\d\] must be a str"):
+        health_client.patients.pages(fields=fields)  # refused when called, before any iteration
+    with pytest.raises(InvalidArgumentType, match=r"fields\[\d\] must be a str"):
+        health_client.patients.list(fields=fields)
+    assert fake_health_server.calls("patient_search") == 0 and fake_health_server.calls("patient_list") == 0
 
 
 @pytest.mark.parametrize(

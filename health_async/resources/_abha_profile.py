@@ -286,7 +286,7 @@ class AbhaProfileMixin(AbhaBase):
 
         Raises:
             InvalidRequest: no user id, a folder or a missing folder as ``to``; nothing sent.
-            InvalidArgumentType: ``to`` is a text file object; nothing sent.
+            InvalidArgumentType: ``to`` is a text file object, or one not open for writing; nothing sent.
             PermissionError: the folder of ``to`` cannot be written; nothing sent.
             ResponseTooLarge: the card is over ``max_response_size``.
             ResponseValidationError: the answer is not a card (another content type, a JSON body, bytes that are
@@ -622,6 +622,13 @@ def _target(to: DownloadTarget) -> _Target:
         raise InvalidArgumentType("to must be opened in binary mode ('wb'), not text mode")
     if not callable(getattr(to, "write", None)):
         raise InvalidArgumentType("to must be a path or a binary file object with a write() method")
+    writable = getattr(to, "writable", None)  # a file opened "rb" has write() too, which fails once data came
+    try:
+        can_write = callable(writable) and bool(writable())
+    except ValueError:  # a closed file
+        raise InvalidRequest("to must be an open file object") from None
+    if not can_write:
+        raise InvalidArgumentType("to must be a binary file object opened for writing ('wb'): writable() is False")
     return _FileTarget(to)
 
 

@@ -28,14 +28,14 @@ from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
 from .._wire import structure_many
 from ..abdm_crypto import KeyMaterial, checksum
-from ..errors import InvalidRequest
+from ..errors import InvalidArgumentType, InvalidRequest
 from ..models._abdm import CareContext, HealthDataRequest, LinkedCareContext, PushResult
 from ..models._records import HiType
 from ._abdm_base import AbdmBase
 from ._abdm_discover import DiscoverMixin
 from ._abdm_hiu import HiuMixin
 from ._abdm_requests import RequestsMixin
-from .abdm_consents import Consents
+from .abdm_consents import Consents, aware_datetime
 
 __all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
 
@@ -52,10 +52,15 @@ _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 def bundle_bytes(name: str, bundle: object) -> bytes:
     """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded; ``bytes``/``str`` must already
     be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise."""
-    if isinstance(bundle, dict):
-        return _json.dumps(bundle)
-    if isinstance(bundle, str):
-        bundle = bundle.encode("utf-8")
+    try:
+        if isinstance(bundle, dict):
+            return _json.dumps(bundle)
+        if isinstance(bundle, str):
+            bundle = bundle.encode("utf-8")
+    except (TypeError, ValueError, OverflowError):  # a value JSON cannot carry; text with a lone surrogate
+        raise InvalidRequest(
+            f"{name} cannot be sent as JSON (a value of another type, or text that is not valid Unicode)"
+        ) from None
     if not isinstance(bundle, bytes | bytearray | memoryview):
         raise InvalidRequest(f"{name} must be a FHIR bundle: a dict, or its JSON as bytes or str")
     raw = bytes(bundle)
@@ -87,6 +92,8 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
         raise InvalidRequest(f"{where}.display must be a non-empty line of text")
     entry["display"] = item.display
     hi_type = item.hi_type.value if isinstance(item.hi_type, HiType) else item.hi_type
+    if not isinstance(hi_type, str):  # before the set lookup: an unhashable value would be a raw TypeError
+        raise InvalidArgumentType(f"{where}.hi_type must be a HiType or its str value, not {type(hi_type).__name__}")
     if hi_type not in _HI_TYPES:
         raise InvalidRequest(f"{where}.hi_type must be one of {', '.join(sorted(_HI_TYPES))}")
     entry["hi_type"] = hi_type
@@ -222,11 +229,13 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
         checksum of its plain text (:func:`checksum`). Bundles the request did not ask for are refused; care
         contexts asked for but absent from ``bundles`` are reported in :attr:`PushResult.missing` (nothing is sent
         for them). An expired HIU key (``key.expiry`` before ``now``, default the current time) is refused before
-        anything is sent.
+        anything is sent; so is a naive ``now`` (it must be timezone-aware).
 
         Each page is sent once (a repeat would deliver a bundle twice): a page whose outcome is unknown raises
         :class:`~health_async.errors.OutcomeUnknown` and the pages after it are not sent.
         """
+        if now is not None:
+            aware_datetime(now, "now")  # a naive time cannot be compared with the key's expiry, nor sent as one
         if not isinstance(request, HealthDataRequest):
             raise InvalidRequest("request must be the HealthDataRequest of an abha.hip_data_fetch event")
         if not isinstance(bundles, Mapping):
@@ -236,7 +245,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
         if extra:
             raise InvalidRequest(f"bundles holds {len(extra)} care context(s) the request did not ask for")
         expires = request.key.expires_at
-        moment = now or dt.datetime.now(dt.UTC)
+        moment = dt.datetime.now(dt.UTC) if now is None else now
         if expires is not None and expires <= moment:
             raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
         plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundles[cid]) for cid in asked if cid in bundles}

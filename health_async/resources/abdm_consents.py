@@ -144,13 +144,19 @@ def _purpose(value: object) -> str:
     return text
 
 
-def _when(value: object, name: str) -> str:
-    """An aware datetime as the service's ISO 8601 in UTC (``2024-03-01T10:00:00Z``)."""
+def aware_datetime(value: object, name: str) -> dt.datetime:
+    """``value`` if it is a timezone-aware datetime, else :class:`InvalidRequest` naming ``name`` (never the
+    value). Shared with ``client.abdm.push_health_data``'s ``now``."""
     if not isinstance(value, dt.datetime):
         raise InvalidRequest(f"{name} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidRequest(f"{name} must be timezone-aware (a naive time is ambiguous: UTC or IST?)")
-    utc = value.astimezone(dt.UTC)
+    return value
+
+
+def _when(value: object, name: str) -> str:
+    """An aware datetime as the service's ISO 8601 in UTC (``2024-03-01T10:00:00Z``)."""
+    utc = aware_datetime(value, name).astimezone(dt.UTC)
     return utc.isoformat(timespec="milliseconds" if utc.microsecond else "seconds").replace("+00:00", "Z")
 
 
@@ -532,6 +538,7 @@ class Consents(ConsentPinMixin):
         """
         code = normalize_consent_pin(pin)
         cid = None if consent_id is None else _id(consent_id, "consent_id")
+        headers, params = self._who(oid, partner_user_id)  # before the lookup below: a bad caller sends nothing
         if artefact_ids is not None:
             ids = _ids(artefact_ids, "artefact_ids")
         elif cid is None:
@@ -541,7 +548,6 @@ class Consents(ConsentPinMixin):
             ids = tuple(dict.fromkeys(p.artefact_id for p in request.providers if p.artefact_id))
             if not ids:
                 raise InvalidRequest("revoke: the consent has no consent artefact (is it granted?); nothing sent")
-        headers, params = self._who(oid, partner_user_id)
         await self._pin_check(code, PinScope.REVOKE, "consents_revoke", headers, retry, timeout)
         await self._call(
             "POST",

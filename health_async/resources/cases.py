@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, check_header_value, path_segment
+from .._config import NOT_GIVEN, NotGiven, check_finite, check_header_value, path_segment
 from .._constants import H_PT_ID
 from .._retry import RetryPolicy
 from .._routes import PATH_CASE, PATH_CASES
@@ -267,8 +267,10 @@ def _optional(
 
 def _plain_json(value: Any, depth: int = 0) -> bool:
     """Whether ``value`` is made of JSON's own types only (an encoder would also take a set, a tuple, a date, ...,
-    and send something the caller may not expect); at most 32 levels deep."""
+    and send something the caller may not expect); at most 32 levels deep. A non-finite number raises
+    :class:`InvalidRequest` ("partner_meta numbers must be finite", as ``extras``)."""
     if value is None or isinstance(value, str | bool | int | float):
+        check_finite(value, "partner_meta")  # NaN and infinities would be sent as null
         return True
     if depth >= 32:
         return False

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
-import math
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 from .._checks import checked
-from .._config import NOT_GIVEN, NotGiven, path_segment
+from .._config import NOT_GIVEN, NotGiven, check_finite, path_segment
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
 from .._routes import (
@@ -42,7 +41,7 @@ from .._routes import (
     PATH_PATIENT_SEARCH,
 )
 from .._wire import structure
-from ..errors import InvalidAbhaAddress, InvalidRequest, NotFoundError, PaginationError
+from ..errors import InvalidAbhaAddress, InvalidArgumentType, InvalidRequest, NotFoundError, PaginationError
 from ..models import BLOOD_GROUPS, GENDERS, BloodGroup, Gender, Patient, PatientCreated, PatientPage
 from ..models._patients import structure_patients
 from ._base import Resource
@@ -624,8 +623,7 @@ def _extras_object(value: Mapping[Any, Any], field: str, *, nested: bool) -> dic
 def _scalar(value: object, field: str) -> object:
     if not isinstance(value, _SCALARS):
         raise InvalidRequest(f"{field} values must be JSON strings, numbers, booleans or null")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidRequest(f"{field} numbers must be finite")
+    check_finite(value, field)
     return value
 
 
@@ -693,8 +691,13 @@ def _bounded_int(name: str, value: object, low: int, high: int) -> int:
 def _select(fields: Iterable[str], allowed: Mapping[str, str]) -> str:
     if isinstance(fields, str):
         fields = (fields,)
+    names: builtins.list[str] = []
+    for i, name in enumerate(fields):  # before dict.fromkeys: an unhashable item would be a raw TypeError
+        if not isinstance(name, str):
+            raise InvalidArgumentType(f"fields[{i}] must be a str, not {type(name).__name__}")
+        names.append(name)
     wire = []
-    for name in dict.fromkeys(fields):
+    for name in dict.fromkeys(names):
         if name not in allowed:
             raise InvalidRequest(f"fields may only name {', '.join(sorted(allowed))}")
         wire.append(allowed[name])
