@@ -12,7 +12,8 @@ Judgement calls:
 
 * Only what the caller passed is checked: defaults are the library's own.
 * An unknown keyword stays Python's ``TypeError`` (a programming error mypy already reports), not
-  ``InvalidRequest``.
+  ``InvalidRequest``; that includes a key an ``**options: Unpack[TypedDict]`` does not declare (``userid`` for
+  ``user_id``), refused by the wrapper with Python's own message, before the method runs.
 * Containers are checked as containers (``Iterable``, ``Mapping``, ``Callable``); their items are checked by the
   method, which names the item.
 * An async generator method becomes a plain function that checks, then returns the generator: the error comes
@@ -130,24 +131,29 @@ class _Plan:
     """The checks of one function, in the order of its parameters after ``self``, and by keyword (with the keys of
     an ``**options: Unpack[TypedDict]``)."""
 
-    __slots__ = ("by_name", "checks", "fast")
+    __slots__ = ("by_name", "checks", "fast", "name", "options")
 
     def __init__(self, func: Callable[..., Any]) -> None:
         hints = typing.get_type_hints(func)
         checks: list[Check] = []
         by_name: dict[str, Check] = {}
+        #: the keys an ``**options: Unpack[TypedDict]`` declares (``None``: a plain ``**kwargs``, any key goes)
+        options: dict[str, Check] | None = None
         for param in list(inspect.signature(func).parameters.values())[1:]:
             annotation = hints.get(param.name, Any)
             check = _ANY
             if param.kind is param.VAR_KEYWORD:
                 unpacked = typing.get_args(annotation)
                 if typing.get_origin(annotation) is typing.Unpack and unpacked:
-                    for key, value in typing.get_type_hints(unpacked[0]).items():
-                        by_name[key] = _check_of(value)
+                    options = {key: _check_of(value) for key, value in typing.get_type_hints(unpacked[0]).items()}
+                    by_name.update(options)
             elif param.kind is not param.VAR_POSITIONAL:
                 check = by_name[param.name] = _check_of(annotation)
             checks.append(check)
         self.by_name = by_name
+        self.options = options
+        #: what Python's own ``TypeError`` calls the function
+        self.name = f"{func.__qualname__}()"
         #: per parameter: (the check, the classes that pass on their exact type: the fast path)
         self.checks: tuple[Check, ...] = tuple(checks)
         self.fast: tuple[frozenset[type], ...] = tuple(_exact(kinds) for kinds, _ in checks)
@@ -174,11 +180,17 @@ def _slow(check: Check, name: str, value: Any) -> None:
 
 
 def _options(plan: _Plan, options: dict[str, Any]) -> None:
-    """The checks of ``**options`` keys (an unknown key is left to the function: Python's ``TypeError``)."""
+    """The checks of ``**options`` keys: a key its ``TypedDict`` does not declare is Python's ``TypeError``, worded
+    as Python words it (``f() got an unexpected keyword argument 'userid'``): ``**options`` would otherwise take it
+    and the method would send without it."""
+    known = plan.options
+    if known is None:
+        return
     for name, value in options.items():
-        check = plan.by_name.get(name)
-        if check is not None:
-            _slow(check, name, value)
+        check = known.get(name)
+        if check is None:
+            raise TypeError(f"{plan.name} got an unexpected keyword argument {name!r}")
+        _slow(check, name, value)
 
 
 def plan_of(func: Callable[..., Any]) -> _Plan:

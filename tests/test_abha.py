@@ -433,6 +433,65 @@ async def test_reads_are_retried(
     assert server.calls(route) == 2
 
 
+# ----------------------------------------------------------------------------------- options
+
+# A misspelled option would land in **options and be dropped: the OTP sent with the client's default user id.
+MISSPELLED: list[tuple[str, str, str, OnceCall]] = [
+    (
+        "aadhaar_init",
+        "aadhaar_init",
+        "userid",
+        lambda c, s: c.abha.aadhaar_init(s.data.valid_aadhaar[0], userid="oid-2"),  # type: ignore[call-arg]
+    ),
+    (
+        "mobile_init",
+        "mobile_init",
+        "retries",
+        lambda c, s: c.abha.mobile_init(OTHER_MOBILE, retries=NO_WAIT),  # type: ignore[call-arg]
+    ),
+    (
+        "pincode",
+        "abha_pincode",
+        "partner_hip",
+        lambda c, s: c.abha.pincode("560001", partner_hip="HIP-9"),  # type: ignore[call-arg]
+    ),
+    (  # search sends no partner header: its options do not take one
+        "search",
+        "abha_search",
+        "user_id",
+        lambda c, s: c.abha.search(SEEDED_MOBILE, user_id="oid-2"),  # type: ignore[call-arg]
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "route", "key", "call"), MISSPELLED, ids=[m for m, *_ in MISSPELLED])
+async def test_an_unknown_option_is_a_type_error_and_nothing_is_sent(
+    server: FakeHealthServer, client: ha.HealthClient, method: str, route: str, key: str, call: OnceCall
+) -> None:
+    with pytest.raises(TypeError, match=rf"\.{method}\(\) got an unexpected keyword argument '{key}'$") as info:
+        await call(client, server)
+    assert not isinstance(info.value, E.HealthError)  # a programming error, as for any function
+    assert server.requests == [] and server.calls(route) == 0
+
+
+async def test_every_declared_option_is_still_accepted(server: FakeHealthServer, client: ha.HealthClient) -> None:
+    sent = await client.abha.mobile_init(
+        OTHER_MOBILE,
+        user_id="oid-2",
+        partner_user_id=None,
+        partner_hip_id="hip-2",
+        encrypt=False,
+        retry=NO_WAIT,
+        timeout=30,
+    )
+    assert sent.txn_id and server.calls("mobile_init") == 1
+    rec = server.requests[-1]
+    assert rec.headers["X-Pt-Id"] == "oid-2" and rec.headers["X-Hip-Id"] == "hip-2"
+    assert "X-Partner-Pt-Id" not in rec.headers
+    await client.abha.search(SEEDED_MOBILE, encrypt=False, retry=NO_WAIT, timeout=None)
+    assert server.calls("abha_search") == 1
+
+
 # ----------------------------------------------------------------------------------- input rules: nothing sent
 
 BAD_OTPS = ["", "12345", "1234567", "12345a", "١٢٣٤٥٦", "12 3456"]

@@ -501,6 +501,75 @@ async def test_state_resumes_across_clients_and_holds_no_otp(server: FakeHealthS
     assert final["step"] == "done" and final["revision"] > state2["revision"] > state["revision"]
 
 
+FlowStart = Callable[[ha.HealthClient, FakeHealthServer], Any]
+
+# An option a flow does not take (a misspelled header, or a per-call option the flow cannot keep in its state).
+NOT_FLOW_OPTIONS: list[tuple[str, str, str, FlowStart]] = [
+    (
+        "register_with_aadhaar",
+        "aadhaar_init",
+        "userid",
+        lambda c, s: c.abha.register_with_aadhaar(s.data.valid_aadhaar[0], userid="oid-2"),  # type: ignore[call-arg]
+    ),
+    (
+        "register_with_mobile",
+        "mobile_init",
+        "retry",
+        lambda c, s: c.abha.register_with_mobile(OTHER_MOBILE, retry=NO_WAIT),  # type: ignore[call-arg]
+    ),
+    (
+        "login",
+        "login_init",
+        "timeout",
+        lambda c, s: c.abha.login("mobile", SEEDED_MOBILE, timeout=5.0),  # type: ignore[call-arg]
+    ),
+    (
+        "kyc",
+        "kyc_init",
+        "partner_hip",
+        lambda c, s: c.abha.kyc("aadhaar", s.data.valid_aadhaar[0], partner_hip="hip-3"),  # type: ignore[call-arg]
+    ),
+    (
+        "session",
+        "session_init",
+        "retry",
+        lambda c, s: c.abha.session("asha.verma@sbx", retry=NO_WAIT),  # type: ignore[call-arg]
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "operation", "key", "start"), NOT_FLOW_OPTIONS, ids=[m for m, *_ in NOT_FLOW_OPTIONS]
+)
+async def test_a_flow_refuses_an_unknown_option_before_sending(
+    server: FakeHealthServer, client: ha.HealthClient, method: str, operation: str, key: str, start: FlowStart
+) -> None:
+    with pytest.raises(TypeError, match=rf"\.{method}\(\) got an unexpected keyword argument '{key}'$") as info:
+        await start(client, server)
+    assert not isinstance(info.value, E.HealthError)
+    assert server.requests == [] and server.calls(operation) == 0
+
+
+async def test_a_flow_started_with_its_options_round_trips_through_its_state(server: FakeHealthServer) -> None:
+    async with client_for(server, user_id="oid-1") as first:
+        reg = await first.abha.register_with_mobile(
+            OTHER_MOBILE, user_id=None, partner_user_id="partner-2", partner_hip_id="hip-3", encrypt=False
+        )
+        state = json.loads(json.dumps(reg.to_state()))
+    assert state["headers"] == {"user_id": None, "partner_user_id": "partner-2", "partner_hip_id": "hip-3"}
+    assert state["encrypt"] is False
+    async with client_for(server) as second:
+        again = second.abha.resume(state)
+        assert again.to_state() == state
+        sealed = second.abha.resume(again.to_state(seal=SEAL_KEY), seal=SEAL_KEY)
+        assert sealed.to_state() == state
+        assert await sealed.verify_otp(otp_of(server, sealed)) is FlowStep.CREATE_ADDRESS
+    assert routes(server) == ["mobile_init", "mobile_verify"]
+    for rec in server.requests:  # the options kept in the state apply after the resume
+        assert "X-Pt-Id" not in rec.headers and "X-Encryption" not in rec.headers
+        assert (rec.headers["X-Partner-Pt-Id"], rec.headers["X-Hip-Id"]) == ("partner-2", "hip-3")
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
