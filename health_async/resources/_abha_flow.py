@@ -64,6 +64,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeVar, Unpack, overload
 
 from .._abha_input import AbhaHeaders, normalize_abha_address, normalize_txn_id
+from .._config import finite
 from .._logging import logger
 from ..errors import (
     AbhaRateLimited,
@@ -142,15 +143,15 @@ _EXPECTED: Final[dict[FlowStep, str]] = {
 
 
 def _check_limits(resend_interval: float | None, max_resends: int | None) -> tuple[float, int]:
-    interval = DEFAULT_RESEND_INTERVAL if resend_interval is None else resend_interval
+    interval = finite(DEFAULT_RESEND_INTERVAL if resend_interval is None else resend_interval)
     count = DEFAULT_MAX_RESENDS if max_resends is None else max_resends
-    if isinstance(interval, bool) or not isinstance(interval, int | float) or not math.isfinite(interval):
+    if interval is None:
         raise InvalidRequest("resend_interval must be a finite number of seconds")
     if interval < 0:
         raise InvalidRequest("resend_interval must not be negative")
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidRequest("max_resends must be an int >= 0")
-    return float(interval), count
+    return interval, count
 
 
 class AbhaFlow(GuidedFlow[FlowStep]):
