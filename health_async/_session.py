@@ -242,7 +242,7 @@ class Session:
                     error = self._failure(exc, operation, target, http)
                     if error is None:
                         raise
-                    raise error from exc
+                    raise error from _cause(exc, target)
                 finally:
                     limits.leave()
                 if 200 <= status < 300 and not logger.isEnabledFor(logging.DEBUG):
@@ -614,7 +614,7 @@ class Session:
             if error is None:
                 raise
             left = not isinstance(error, TransportError) or error.sent
-            raise error from exc
+            raise error from _cause(exc, req.url)
         finally:
             if req.rated:
                 self._stamp(req, left)
@@ -880,6 +880,17 @@ def json_body(value: Any, operation: str) -> bytes:
             f"{operation}: the request body cannot be sent as JSON (a value of another type, or "
             "text that is not valid Unicode)"
         ) from None
+
+
+def _cause(exc: BaseException, url: URL) -> BaseException | None:
+    """The transport's exception, kept as our error's ``__cause__`` for debugging, unless its text carries the
+    request's path or query (aiohttp's ``ConnectionTimeoutError`` names the whole URL): ids, a mobile number in a
+    search, a presigned link's signature would then reach every traceback and log of the error."""
+    tail = (url.raw_path_qs, url.path_qs)
+    if url.raw_path_qs in ("", "/"):
+        return exc
+    text = f"{exc} {exc!r} " + " ".join(str(arg) for arg in exc.args)
+    return None if any(part in text for part in tail) else exc
 
 
 def _looks_encrypted(data: Any) -> bool:

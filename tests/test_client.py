@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import traceback
 from typing import Any
 
 import aiohttp
@@ -166,6 +167,20 @@ async def test_timeouts_are_request_timeouts(mocked: aioresponses) -> None:
     async with client(retry=ha.RetryPolicy.never()) as c:
         with pytest.raises(ha.RequestTimeout):
             await c.documents.describe("doc-1")
+
+
+async def test_a_transport_error_naming_the_url_is_not_kept_as_the_cause(mocked: aioresponses) -> None:
+    # aiohttp's ConnectionTimeoutError names the whole URL: its path and query (ids, a mobile number in a search,
+    # a presigned signature) must not reach tracebacks and logs through __cause__
+    url = f"{BASE}/mr/api/v1/docs/doc-SECRET-ID"
+    mocked.get(url, exception=aiohttp.ConnectionTimeoutError(f"Connection timeout to host {url}"), repeat=True)
+    async with client(retry=ha.RetryPolicy.never()) as c:
+        with pytest.raises(ha.RequestTimeout) as info:
+            await c.documents.describe("doc-SECRET-ID")
+    shown = "".join(traceback.format_exception(info.value))
+    assert "Connection timeout to host" not in shown and url not in shown
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert "timed out connecting" in str(info.value)
 
 
 # ------------------------------------------------------------------------ retries
