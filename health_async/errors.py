@@ -631,6 +631,13 @@ _ABHA_CODE = re.compile(r"[A-Z]{2,10}-\d{1,6}")
 _PERSONAL = re.compile(r"\S*@\S+|\+?\d[\d\s-]{4,}\d")
 
 
+def redacted(text: str, limit: int = 200) -> str:
+    """The service's free text, fit for a message: what looks personal (an e-mail or ABHA address, a run of digits
+    such as a mobile or Aadhaar number) replaced by ``[redacted]``, cut to ``limit`` characters. Judgement call: a
+    name in the text is not recognised; the text is shown because it is what tells the user what went wrong."""
+    return _PERSONAL.sub("[redacted]", text)[:limit]
+
+
 def _abha_code(value: Any) -> str | None:
     """``"ABDM-9999: "`` -> ``"ABDM-9999"``: ABDM pads its codes, so compare on the code, not the raw string.
 
@@ -641,7 +648,7 @@ def _abha_code(value: Any) -> str | None:
     match = _ABHA_CODE.match(value.strip())
     if match:
         return match.group(0)
-    return _PERSONAL.sub("[redacted]", value.strip())[:40] or None
+    return redacted(value.strip(), 40) or None
 
 
 def _abha_error(status: int, body: Mapping[str, Any], operation: str, where: str, common: dict[str, Any]) -> AbhaError:
@@ -660,7 +667,7 @@ def _abha_error(status: int, body: Mapping[str, Any], operation: str, where: str
     if source_code is not None:
         message += f" {source_code}"
     if isinstance(text, str) and text:
-        message += f": {_PERSONAL.sub('[redacted]', text)[:200]}"
+        message += f": {redacted(text)}"
     if issubclass(cls, AbhaBlocked):
         message += " (try again after 24 hours; not retried)"
     elif issubclass(cls, AbhaRateLimited):

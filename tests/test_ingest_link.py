@@ -228,7 +228,8 @@ async def test_recorded_webhooks_show_in_the_status_and_settle_unknown_outcomes_
     recorder = LinkRecorder(journal)
     # the service reports each link; the data can name the patient by every id it knows (abha, oid, partner)
     assert await recorder.record(link_result("visit-0000", "LINKED", oid="oid-0", abha_address="x@sbx"))
-    assert await recorder.record(link_result("visit-0001", "ERRORED", error="consent missing", oid="oid-1"))
+    error = "consent missing for mobile 9123456789 (asha@example.org)"  # the service's text: redacted in the line
+    assert await recorder.record(link_result("visit-0001", "ERRORED", error=error, oid="oid-1"))
     assert await recorder.record(link_result("visit-0002", "LINKED", abha_address="y@sbx", oid="oid-2"))
     assert await recorder.record(link_result("visit-0003", "ERRORED", error="bad display", oid="oid-3"))
     assert not await recorder.record(link_result("visit-0009", "LINKED", oid="oid-4"))  # not in this journal
@@ -245,6 +246,7 @@ async def test_recorded_webhooks_show_in_the_status_and_settle_unknown_outcomes_
     assert lines[f"{unknown[0]}@oid:oid-0"]["link"] == {"care_context_id": unknown[0], "status": "webhook"}
     errored = lines[f"{unknown[1]}@oid:oid-1"]["error"]
     assert errored["type"] == "LinkErrored" and errored["retryable"] and "consent missing" in errored["message"]
+    assert "9123456789" not in errored["message"] and "asha@" not in errored["message"]
     assert second.status.failed == 1 and second.status.retryable == 1
     # an ERRORED link was not made: --retry-failed sends it again
     third = await IngestJob.link(source, out=out, journal=journal, client=client, retry_failed=True).run()

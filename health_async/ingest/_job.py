@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import attrs
 
 from .._progress import Progress
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, redacted
 from ..resources.documents import task_params
 from . import _export
 from ._engine import ClientFactory, Engine, LocalEngine
@@ -522,7 +522,7 @@ class IngestJob:
                 line: dict[str, Any] = {"index": index, "link": {"care_context_id": cid, "status": "webhook"}}
                 results.append(WorkResult(key, line, ok=True, retryable=False))
             else:
-                message = "ABDM reported the link ERRORED" + (f": {error}" if error else "")
+                message = "ABDM reported the link ERRORED" + (f": {redacted(error)}" if error else "")
                 line = {"index": index, "error": {"type": "LinkErrored", "message": message, "retryable": True}}
                 results.append(WorkResult(key, line, ok=False, retryable=True))
         if results:
