@@ -108,7 +108,8 @@ class Limits(Slots):
       limit), with the call's deadline.
 
     Every wait is bounded by the caller's deadline (:meth:`admit`): a call never waits in a pause, for a rate
-    slot or for the shared limiter longer than its own time budget allows.
+    slot (in the queue of waiting calls, too) or for the shared limiter longer than its own time budget allows. The
+    session bounds the wait for a slot (:meth:`wait_slot`) the same way.
     """
 
     def __init__(self, max_in_flight: int, rate: float | None = None, shared: SharedLimiter | None = None) -> None:
@@ -223,32 +224,48 @@ class Limits(Slots):
             raise Overdue("the shared limiter", 0.0)
 
     async def _take_rate(self, deadline: float | None) -> None:
-        async with self._rate_lock:  # FIFO: waiters are served in arrival order
-            sent = self._sent
-            while True:
-                now = time.monotonic()
-                while sent and now - sent[0] >= self._window:
-                    sent.popleft()
-                if len(sent) + self._pending < self._window_count:
-                    self._pending += 1
-                    return
-                # wait for the oldest stamp to leave the window, or for a pending request to be stamped
-                wait = self._window - (now - sent[0]) if sent else None
-                if wait is not None:
-                    _check(deadline, wait, "the client's rate_limit")
-                elif deadline is not None:
-                    wait = deadline - now
-                    if wait <= 0:
-                        raise Overdue("the client's rate_limit", 0.0)
-                moved = self._rate_moved
-                if moved is None or moved.done():
-                    moved = self._rate_moved = asyncio.get_running_loop().create_future()
-                try:
-                    async with asyncio.timeout(wait):
-                        await asyncio.shield(moved)
-                except TimeoutError:
-                    if not sent:  # only pending requests, none sent by the deadline
-                        raise Overdue("the client's rate_limit", wait or 0.0) from None
+        lock = self._rate_lock  # FIFO: waiters are served in arrival order
+        if deadline is None:
+            await lock.acquire()
+        else:  # the wait in the queue is bounded by the deadline too, not only the wait once first in it
+            remaining = deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(max(remaining, 0.0)):
+                    await lock.acquire()
+            except TimeoutError:
+                raise Overdue("the client's rate_limit (behind other waiting requests)", remaining) from None
+        try:
+            await self._take_rate_locked(deadline)
+        finally:
+            lock.release()
+
+    async def _take_rate_locked(self, deadline: float | None) -> None:
+        """:meth:`_take_rate` once first in the queue: a slot of the window, waiting no later than ``deadline``."""
+        sent = self._sent
+        while True:
+            now = time.monotonic()
+            while sent and now - sent[0] >= self._window:
+                sent.popleft()
+            if len(sent) + self._pending < self._window_count:
+                self._pending += 1
+                return
+            # wait for the oldest stamp to leave the window, or for a pending request to be stamped
+            wait = self._window - (now - sent[0]) if sent else None
+            if wait is not None:
+                _check(deadline, wait, "the client's rate_limit")
+            elif deadline is not None:
+                wait = deadline - now
+                if wait <= 0:
+                    raise Overdue("the client's rate_limit", 0.0)
+            moved = self._rate_moved
+            if moved is None or moved.done():
+                moved = self._rate_moved = asyncio.get_running_loop().create_future()
+            try:
+                async with asyncio.timeout(wait):
+                    await asyncio.shield(moved)
+            except TimeoutError:
+                if not sent:  # only pending requests, none sent by the deadline
+                    raise Overdue("the client's rate_limit", wait or 0.0) from None
 
     def sent(self, at: float | None = None) -> None:
         """A request admitted by the rate went out (``at``: when, by ``time.monotonic()``; default now)."""

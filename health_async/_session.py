@@ -17,7 +17,7 @@ import io
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import aiohttp
 import attrs
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from .jwe import JweKey
 
 __all__ = ["ClientConfig", "Session"]
+
+T = TypeVar("T")
 
 USER_AGENT = f"health_async/{__version__} aiohttp/{aiohttp.__version__}"
 
@@ -115,8 +117,21 @@ class Session:
     def limits(self) -> Limits:
         """The client-wide limits, created on first use inside the running loop."""
         if self._limits is None:
-            self._limits = Limits(self.config.max_connections, self.config.rate_limit, self.config.limiter)
+            self._limits = Limits(self._in_flight_bound(), self.config.rate_limit, self.config.limiter)
         return self._limits
+
+    def _in_flight_bound(self) -> int:
+        """``max_connections``, capped by a caller-owned session's connector limits: the requests admitted must
+        be the ones on the wire, else those queued inside aiohttp's connector would leave after a pause began
+        (the pause and the rate are checked when a request is admitted)."""
+        bound = self.config.max_connections
+        http = self._http
+        connector = None if self._owns_http or http is None else http.connector
+        if connector is not None:
+            for cap in (connector.limit, connector.limit_per_host):
+                if cap:
+                    bound = min(bound, cap)
+        return bound
 
     def _open(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -412,7 +427,7 @@ class Session:
             token = auth.current()
             if token is None:
                 req.first_timeout = None  # time passes while the token is fetched: compute what is left
-                token = await auth.token(self)
+                token = await self._within(req, auth.token(self), "the access token")
         generation = auth.generation  # of the token about to be sent (read after any fetch above)
         origin = req.origin
         # Limits hold at the moment of sending: the request takes its slot (its connection) first, and only then
@@ -424,7 +439,7 @@ class Session:
             await self._admit(limits, req, pause_only=True)
         if not limits.enter():
             req.first_timeout = None  # time passes while waiting for a slot: compute what is left
-            await limits.wait_slot()
+            await self._within(req, limits.wait_slot(), "a connection slot (max_connections)")
         try:
             if limits.must_wait if origin is None else limits.must_wait_for(origin):
                 req.first_timeout = None
@@ -461,7 +476,7 @@ class Session:
                 headers.get("x-request-id", "-"),
             )
         if status == 401 and not refreshed and token is not None and self.auth.can_refresh:
-            await self.auth.refresh(self, generation)
+            await self._within(req, self.auth.refresh(self, generation), "a new access token")
             req.first_timeout = None
             return await self._attempt(req, attempt, refreshed=True)
         if status >= 300:  # a redirect is never followed: it is an error, not the service's answer
@@ -481,6 +496,24 @@ class Session:
             if value is not None:
                 return value
         return self._decode(method, operation, status, raw)
+
+    async def _within(self, req: _Request, wait: Awaitable[T], what: str) -> T:
+        """``wait`` (for a slot, a token), bounded by the call's deadline: past it, :class:`_Overdue` (not sent)
+        instead of waiting in vain. The waits bounded so are cancel-safe: a slot handed over as the deadline
+        passes is passed on, and a token fetch goes on for the other callers (it is shared and shielded)."""
+        deadline = req.deadline
+        if deadline is None:
+            return await wait
+        remaining = deadline - time.monotonic()
+        try:
+            async with asyncio.timeout(max(remaining, 0.0)) as scope:
+                return await wait
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise _Overdue(
+                f"{req.operation}: not sent: waiting for {what} outlasted this call's time budget", sent=False
+            ) from None
 
     async def _admit(self, limits: Limits, req: _Request, *, pause_only: bool = False) -> bool:
         """Wait for the pause and the rates, no longer than the call's budget, its policy's deadline and its

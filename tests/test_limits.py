@@ -277,3 +277,100 @@ async def test_a_request_never_sent_is_not_charged_to_the_rate() -> None:
     limits.sent()
     with pytest.raises(Overdue):  # now two sent in the window: the next waits about a second
         await limits.admit(deadline=time.monotonic() + 0.2)
+
+
+# ------------------------------------------------------------------- every wait is bounded by the call's deadline
+
+
+async def _ends_not_sent_within(call: Any, budget: float) -> ha.RequestTimeout:
+    started = time.monotonic()
+    with pytest.raises(ha.RequestTimeout) as info:
+        await call
+    assert time.monotonic() - started < budget + 0.4, "the call outlived its time budget"
+    assert info.value.sent is False
+    return info.value
+
+
+async def test_the_wait_for_a_connection_slot_is_bounded_by_the_call_deadline(serve: Serve) -> None:
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.match_info["id"])
+        if request.match_info["id"] == "slow":
+            await asyncio.sleep(2)
+        return web.json_response(DOC)
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    async with ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=1) as client:
+        slow = asyncio.create_task(client.documents.describe("slow"))
+        await asyncio.sleep(0.1)  # it holds the only slot
+        error = await _ends_not_sent_within(client.documents.describe("late", timeout=0.3), 0.3)
+        assert "connection slot" in str(error)
+        await slow
+        await client.documents.describe("after")  # the slot the late call waited for was never lost
+    assert seen == ["slow", "after"]
+
+
+async def test_the_wait_behind_other_rate_limited_requests_is_bounded_by_the_call_deadline(serve: Serve) -> None:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(DOC)
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    async with ha.HealthClient(base_url=url, token="t", user_id="u", rate_limit=1) as client:
+        queued = [asyncio.create_task(client.documents.describe(f"q{i}")) for i in range(4)]
+        await asyncio.sleep(0.05)  # one sent, three waiting in line for the next seconds
+        await _ends_not_sent_within(client.documents.describe("late", timeout=0.3), 0.3)
+        for task in queued:
+            task.cancel()
+        await asyncio.gather(*queued, return_exceptions=True)
+
+
+@pytest.mark.parametrize("when", ["first-token", "refresh-after-401"])
+async def test_fetching_the_token_is_bounded_by_the_call_deadline(serve: Serve, when: str) -> None:
+    answers: list[int] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        answers.append(401 if when == "refresh-after-401" and not answers else 200)
+        return web.json_response(DOC, status=answers[-1])
+
+    fetched: list[float] = []
+
+    async def provider() -> str:
+        fetched.append(time.monotonic())
+        if when == "first-token" or len(fetched) > 1:
+            await asyncio.sleep(2)  # a slow identity provider
+        return f"token-{len(fetched)}"
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    async with ha.HealthClient(base_url=url, token_provider=provider, user_id="u") as client:
+        if when == "refresh-after-401":
+            await client._session.auth.token(client._session)  # the first token is at hand
+        error = await _ends_not_sent_within(client.documents.describe("d", timeout=0.3), 0.3)
+        assert "access token" in str(error)
+    assert answers == ([] if when == "first-token" else [401])  # nothing sent once the budget ran out
+
+
+async def test_a_caller_session_with_fewer_connections_cannot_slip_requests_past_a_pause(serve: Serve) -> None:
+    """Requests admitted beyond the caller's connector limit would queue inside aiohttp and leave during a pause
+    that began meanwhile: max_connections is capped by that limit."""
+    arrivals: list[float] = []
+    paused_at: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            paused_at.append(time.monotonic())
+            return web.json_response({}, status=429, headers={"Retry-After": "1"})
+        await asyncio.sleep(0.1)
+        return web.json_response(DOC)
+
+    url = await serve({("GET", "/mr/api/v1/docs/{id}"): handler})
+    retry = ha.RetryPolicy(attempts=2, base_delay=0, jitter=0)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=2)) as http:
+        client = ha.HealthClient(base_url=url, token="t", user_id="u", session=http, max_connections=10, retry=retry)
+        async with client:
+            await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(8)))
+            assert client._session.limits.max_in_flight == 2
+    # sent after the pause began and before it ended (the one already on the wire with the first does not count)
+    during = [round(t - paused_at[0], 2) for t in arrivals if paused_at[0] + 0.05 < t < paused_at[0] + 0.95]
+    assert len(arrivals) == 9 and during == [], during
