@@ -33,6 +33,11 @@ class SharedLimiter(Protocol):
     def pause(self, seconds: float) -> None:
         """The service asked for a pause (429/503 with ``Retry-After``): hold back every sharer for ``seconds``."""
 
+    # Optional, for a limiter that holds its rate at the moment of sending, as a client's own ``rate_limit`` does:
+    # when it defines both ``sent(at: float) -> None`` and ``unsent() -> None``, the client reports every request
+    # it acquired, once, as sent (``at``: the ``time.monotonic()`` instant it left) or as never sent (refused
+    # connection, cancelled, overdue). A limiter without them is charged at ``acquire``.
+
 
 class Slots:
     """A bound of ``size`` slots, first come first served: what ``asyncio.Semaphore`` does, for hot paths.
@@ -135,6 +140,10 @@ class Limits(Slots):
         self._rate_moved: asyncio.Future[None] | None = None  # woken when a pending request is sent or dropped
         # a limiter written before acquire() took the deadline is still bounded by it (asyncio.timeout below)
         self._shared_takes_deadline = shared is not None and _takes_argument(shared.acquire)
+        #: the shared limiter wants each request it admitted reported sent or unsent (see SharedLimiter)
+        self._shared_reports = (
+            shared is not None and callable(getattr(shared, "sent", None)) and callable(getattr(shared, "unsent", None))
+        )
 
     @property
     def in_flight(self) -> int:
@@ -181,8 +190,8 @@ class Limits(Slots):
         self, deadline: float | None = None, pause_deadline: float | None = None, origin: object = None
     ) -> bool:
         """Wait for the pause, the rate limit and the shared limiter, right before a request is sent (its slot
-        already held). Returns whether a rate slot was taken: then report the request :meth:`sent` or
-        :meth:`unsent` once its attempt is over.
+        already held). Returns whether the request is to be reported (a rate slot was taken, or the shared limiter
+        wants to know): then report it :meth:`sent` or :meth:`unsent`, with its ``origin``, once its attempt is over.
 
         ``deadline`` (a ``time.monotonic()`` instant) bounds every wait, ``pause_deadline`` the wait in a pause
         besides: when a wait would hold the call past them, :class:`Overdue` is raised at once (or, for the
@@ -191,20 +200,23 @@ class Limits(Slots):
         if pause_deadline is None or (deadline is not None and deadline < pause_deadline):
             pause_deadline = deadline
         await self.wait_pause(pause_deadline, origin)
-        rated = False
+        rated = shared = False
         if self.rate is not None:
             await self._take_rate(deadline)
             rated = True
         try:
             if self.shared is not None and origin is None:
                 await self._acquire_shared(deadline)
+                shared = self._shared_reports
             if self.paused_for(origin) > 0:  # a pause that began while waiting for the rate or the limiter
                 await self.wait_pause(pause_deadline, origin)
         except BaseException:
             if rated:
-                self.unsent()
+                self._drop()
+            if shared:
+                self.shared.unsent()  # type: ignore[union-attr]
             raise
-        return rated
+        return rated or shared
 
     async def _acquire_shared(self, deadline: float | None) -> None:
         assert self.shared is not None
@@ -267,18 +279,29 @@ class Limits(Slots):
                 if not sent:  # only pending requests, none sent by the deadline
                     raise Overdue("the client's rate_limit", wait or 0.0) from None
 
-    def sent(self, at: float | None = None) -> None:
-        """A request admitted by the rate went out (``at``: when, by ``time.monotonic()``; default now)."""
-        self._pending -= 1
+    def sent(self, at: float | None = None, origin: object = None) -> None:
+        """A request :meth:`admit` said to report went out (``at``: when, by ``time.monotonic()``; default now)."""
         stamp = time.monotonic() if at is None else at
+        if origin is None and self._shared_reports:
+            self.shared.sent(stamp)  # type: ignore[union-attr]
+        if self.rate is None:
+            return
+        self._pending -= 1
         sent = self._sent
         if sent and stamp < sent[-1]:  # keep the stamps in order (a late report of an earlier send)
             stamp = sent[-1]
         sent.append(stamp)
         self._wake_rate()
 
-    def unsent(self) -> None:
-        """A request admitted by the rate never left (refused connection, cancelled, overdue): not counted."""
+    def unsent(self, origin: object = None) -> None:
+        """A request :meth:`admit` said to report never left (refused connection, cancelled, overdue): not
+        counted."""
+        if origin is None and self._shared_reports:
+            self.shared.unsent()  # type: ignore[union-attr]
+        if self.rate is not None:
+            self._drop()
+
+    def _drop(self) -> None:
         self._pending -= 1
         self._wake_rate()
 

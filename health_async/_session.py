@@ -657,7 +657,7 @@ class Session:
         req.rated = False
         limits = self._limits
         if limits is not None:
-            limits.sent() if sent else limits.unsent()
+            limits.sent(None, req.origin) if sent else limits.unsent(req.origin)
 
     async def _on_headers_sent(self, _: Any, context: Any, __: Any) -> None:
         """aiohttp's trace signal of the client's own session: the request's headers went out, now."""

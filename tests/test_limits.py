@@ -18,6 +18,7 @@ from aiohttp.abc import AbstractResolver
 
 import health_async as ha
 from health_async._limits import Limits, Overdue
+from health_async.ingest import RateLimiter
 from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import Serve
@@ -180,6 +181,31 @@ async def test_the_rate_holds_as_the_service_counts_arrivals_with_cold_connects(
         await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(12)))
     assert len(arrivals) == 12
     assert _most_in_a_window(arrivals, 0.9) <= 4  # 0.1 s of slack for the loop's own scheduling
+
+
+async def test_a_shared_rate_limiter_holds_as_the_service_counts_arrivals_with_cold_connects(
+    serve: Serve, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ingest's RateLimiter (a SharedLimiter) is charged when a request leaves, as a client's own rate_limit:
+    the client reports each request it acquired sent or unsent, so slow connects do not bunch requests."""
+    arrivals: list[float] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        arrivals.append(time.monotonic())
+        return web.json_response(DOC)
+
+    url = (await serve({("GET", "/mr/api/v1/docs/{id}"): handler})).replace("127.0.0.1", "localhost")
+    resolver = _SlowResolver([0.6] * 4)
+    monkeypatch.setattr(aiohttp, "TCPConnector", functools.partial(aiohttp.TCPConnector, resolver=resolver))
+    limiter = RateLimiter(4)
+    async with ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=8, limiter=limiter) as client:
+        await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(12)))
+        # a request that never leaves gives its slot back: nothing stays charged
+        with pytest.raises(ha.RequestTimeout):
+            await client.documents.describe("late", timeout=0.05)
+    assert len(arrivals) == 12
+    assert _most_in_a_window(arrivals, 0.9) <= 4  # 0.1 s of slack for the loop's own scheduling
+    assert limiter._limits._pending == 0
 
 
 async def test_a_pause_holds_back_requests_already_waiting_for_a_connection(serve: Serve) -> None:

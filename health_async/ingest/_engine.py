@@ -52,14 +52,23 @@ class RateLimiter:
         return f"RateLimiter(rate={self.rate})"
 
     async def acquire(self, deadline: float | None = None) -> bool:
-        """Wait for the pause and for a slot of the rate, charged now; ``False`` at once when that wait would end
-        after ``deadline`` (a ``time.monotonic()`` instant)."""
+        """Wait for the pause and for a slot of the rate; ``False`` at once when that wait would end after
+        ``deadline`` (a ``time.monotonic()`` instant). The slot is charged when the request is sent: a client
+        reports each request it acquired (:meth:`sent` or :meth:`unsent`), so a connection slow to open shifts the
+        requests behind it, as with a client's own ``rate_limit``. Used without a client, report them yourself."""
         try:
             await self._limits.admit(deadline)
         except Overdue:
             return False
-        self._limits.sent()
         return True
+
+    def sent(self, at: float | None = None) -> None:
+        """The request acquired went out (``at``: when, by ``time.monotonic()``; default now)."""
+        self._limits.sent(at)
+
+    def unsent(self) -> None:
+        """The request acquired never left: its slot is given back."""
+        self._limits.unsent()
 
     def pause(self, seconds: float) -> None:
         """Hold back every request for ``seconds`` from now (extends, never shortens)."""
