@@ -17,6 +17,7 @@ from health_async import HealthClient, cli
 from health_async._wire import structure
 from health_async.errors import (
     AuthenticationError,
+    ClientClosedError,
     DocumentNotFound,
     InvalidRequest,
     ProcessingFailed,
@@ -536,6 +537,53 @@ async def test_leaving_a_waiting_batch_early_reports_the_uploaded_files(
     await stream.aclose()
     assert len(stream.left_behind) == 2 and all(o.result is not None for o in stream.left_behind)
     assert not client._session.tasks
+
+
+@pytest.mark.parametrize("leave", ["cancel", "break"])
+async def test_leaving_while_an_upload_waits_for_a_wait_place_still_reports_it(
+    client: HealthClient, server: FakeHealthServer, leave: str
+) -> None:
+    # One wait place, processing that never finishes: the feeder takes an uploaded file's outcome, then waits for
+    # the place; leaving then must report that outcome too (it used to be dropped with the feeder).
+    server.records.configure(polls=10**6)
+    files = [b"%PDF a", b"%PDF b", b"%PDF c"]
+    stream = client.documents.upload_many(
+        files, wait=True, poll=QUICK, wait_concurrency=1, concurrency=3, wait_timeout=0.3 if leave == "break" else 60
+    )
+    yielded: list[UploadOutcome] = []
+    if leave == "cancel":  # cancelled while waiting for the first file's processing
+        waiting = asyncio.ensure_future(anext(stream))
+        await eventually(lambda: server.calls("upload") == 3 and server.calls("result") >= 2)
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    else:  # the first file's wait times out; break while the next is waited for and the third waits for a place
+        yielded.append(await anext(stream))
+        polls = server.calls("result")
+        await eventually(lambda: server.calls("upload") == 3 and server.calls("result") > polls)
+        assert isinstance(yielded[0].error, ProcessingTimeout)
+    await stream.aclose()
+    reported = yielded + stream.left_behind
+    ids = [o.result.document_id for o in reported if o.result is not None]
+    assert len(ids) == len(reported) == server.calls("upload") == 3
+    assert len(set(ids)) == 3 and {o.source for o in reported} == set(files)  # each once
+    assert not client._session.tasks
+
+
+async def test_closing_the_client_during_the_waits_reports_the_uploads_waited_for(server: FakeHealthServer) -> None:
+    server.records.configure(polls=10**6)  # never completes
+    client = HealthClient(base_url=server.url, token=server.token, user_id=server.data.user_ids[0], retry=FAST_RETRY)
+    stream = client.documents.upload_many([b"", b"%PDF a", b"%PDF b"], wait=True, poll=QUICK, ordered=True)
+    first = await anext(stream)  # the empty file: no upload, nothing to wait for
+    assert isinstance(first.error, InvalidRequest)
+    await eventually(lambda: server.calls("upload") == 2 and server.calls("result") >= 2)
+    await client.aclose()  # cancels the waits while the consumer is away from the stream
+    with pytest.raises(ClientClosedError):
+        await anext(stream)
+    await stream.aclose()
+    assert len(stream.left_behind) == 2 and {o.source for o in stream.left_behind} == {b"%PDF a", b"%PDF b"}
+    assert all(o.result is not None and o.processing is None for o in stream.left_behind)
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -225,7 +225,8 @@ def wait_stage(
     ``limit`` places until it is handed to the consumer, which bounds memory and, with ``ordered``, the reorder
     buffer. Leaving the iteration early cancels the waits (polls are harmless to cancel) and puts the uploads
     they were waiting for, without their processing, in :attr:`BulkStream.left_behind` beside the uploads'
-    own left-behind ones: every document the service created is reported.
+    own left-behind ones, and so is the one outcome taken but still waiting for a place: every document the
+    service created is reported.
     """
     left_behind: list[UploadOutcome] = []
     return BulkStream(_waits(session, uploads, wait_one, limit, ordered, progress, total, left_behind), left_behind)
@@ -244,6 +245,10 @@ async def _waits(
     places = asyncio.Semaphore(limit)
     results: asyncio.Queue[Any] = asyncio.Queue()
     waiting: dict[asyncio.Task[Any], UploadOutcome] = {}
+    # The outcome the feeder has taken from `uploads` but not yet handed on (to `results` or to a wait): at most
+    # one. Whatever stops the feeder meanwhile (its cancellation while it waits for a place, a closed client
+    # refusing the wait's task), the cleanup below reports it in `left_behind` rather than dropping it.
+    held: list[UploadOutcome] = []
 
     async def finish(index: int, outcome: UploadOutcome) -> None:
         assert outcome.result is not None
@@ -264,17 +269,25 @@ async def _waits(
             return
         results.put_nowait((index, done))
 
+    def forget(task: asyncio.Task[Any]) -> None:
+        # A wait that ended is forgotten; a cancelled one (the client closing, possibly while the consumer is away
+        # from `results`) stays, so that the cleanup below reports its upload in `left_behind`.
+        if not task.cancelled():
+            waiting.pop(task, None)
+
     async def feed() -> None:
         index = 0
         try:
             async for outcome in uploads:
+                held.append(outcome)
                 await places.acquire()
                 if outcome.error is not None or outcome.result is None:
                     results.put_nowait((index, outcome))  # not uploaded: nothing to wait for
                 else:
                     task = session.spawn(finish(index, outcome))
                     waiting[task] = outcome
-                    task.add_done_callback(lambda t: waiting.pop(t, None))
+                    task.add_done_callback(forget)
+                held.clear()  # handed on, with no suspension since: now in `results` or `waiting`
                 index += 1
         except asyncio.CancelledError:
             results.put_nowait((-1, ClientClosedError("the client was closed while the batch was running")))
@@ -327,6 +340,7 @@ async def _waits(
             if index >= 0 and value is not _FED:
                 left_behind.append(value)
         left_behind.extend(o for t, o in unfinished.items() if t.cancelled())
+        left_behind.extend(held)
         left_behind.extend(uploads.left_behind)
         if left_behind:
             logger.warning(
