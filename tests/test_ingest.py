@@ -541,6 +541,62 @@ async def test_any_engine_can_do_the_work(tmp_path: Path) -> None:
     ]
 
 
+class StallingEngine:
+    """Answers ``count`` items, then hangs (a slow request) until cancelled."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.stalled = asyncio.Event()
+
+    async def run(self, spec: JobSpec, items: AsyncIterator[WorkItem]) -> AsyncIterator[WorkResult]:
+        async for item in items:
+            yield WorkResult(item.key, {"index": item.index, "document": {}}, True, False)
+            if item.index == self.count - 1:
+                self.stalled.set()  # the job has taken every result
+                await asyncio.Event().wait()
+
+
+def other_tasks() -> list[str]:
+    current = asyncio.current_task()
+    return [t.get_coro().__qualname__ for t in asyncio.all_tasks() if t is not current]  # type: ignore[union-attr]
+
+
+async def test_a_run_cancelled_again_while_it_commits_keeps_every_result_and_leaves_no_task(tmp_path: Path) -> None:
+    # SIGTERM then Ctrl-C: the writer is still gathering its batch when the cancellations land
+    out = tmp_path / "o.jsonl"
+    engine = StallingEngine(5)
+    job = IngestJob.describe(write_ids(tmp_path, [f"d{i}" for i in range(10)]), out=out, engine=engine)
+    job.flush_interval = 0.2
+    task = asyncio.create_task(job.run())
+    await engine.stalled.wait()
+    for _ in range(3):
+        task.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not task.done()  # still committing
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert job.summary is not None and job.summary.interrupted
+    assert job.summary.processed == 5 and job.summary.status.done == 5 and job.summary.status.pending == 5
+    assert len(lines(out)) == 5
+    assert other_tasks() == []
+
+
+class RefusingEngine:
+    def run(self, spec: JobSpec, items: AsyncIterator[WorkItem]) -> AsyncIterator[WorkResult]:
+        raise ValueError("engine refused the job")
+
+
+async def test_an_engine_whose_run_raises_leaves_no_task(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    job = IngestJob.describe(write_ids(tmp_path, ["a", "b"]), out=out, engine=RefusingEngine())
+    with pytest.raises(ValueError, match="engine refused"):
+        await job.run()
+    await asyncio.sleep(0)
+    assert other_tasks() == []
+    assert job.summary is not None and job.summary.status.pending == 2
+
+
 async def test_local_engine_rate_limit_and_its_arguments(server: FakeHealthServer, tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="rate_limit"):
         LocalEngine(HealthClient(base_url=server.url, token="t"), rate_limit=5)
@@ -716,3 +772,48 @@ def test_journal_scan_keeps_input_order_and_indexes_across_runs_of_plain_keys(
     finally:
         journal.close()
         journal.shutdown()
+
+
+# ------------------------------------------------------------------------------------------ status reads only
+
+
+async def test_status_leaves_a_cleanly_closed_journal_as_it_was(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ``-wal`` or ``-shm`` file appears beside the journal (a read-only SQLite connection would leave both),
+    and the journal's bytes do not change."""
+    ids_file = write_ids(tmp_path, doc_ids(server)[:3])
+    journal = tmp_path / "j.db"
+    await IngestJob.describe(ids_file, out=tmp_path / "o.jsonl", journal=journal, client=client).run()
+    files, kept = sorted(os.listdir(tmp_path)), journal.read_bytes()
+    assert "j.db-wal" not in files and "j.db-shm" not in files  # the run closed it cleanly
+    assert (await IngestJob.status(journal)).done == 3
+    assert sorted(os.listdir(tmp_path)) == files and journal.read_bytes() == kept
+    assert await asyncio.to_thread(cli.main, ["ingest", "status", "--journal", str(journal)]) == 0
+    assert "done 3" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path)) == files and journal.read_bytes() == kept
+
+
+def test_status_beside_a_run_sees_its_commits_and_leaves_its_wal_to_it(tmp_path: Path) -> None:
+    """While a run holds the journal, status is not the last connection: the run's WAL stays (it is the run's to
+    checkpoint), and status reads what the run committed there."""
+    from health_async.ingest import _journal
+
+    run = _journal.Journal(tmp_path / "j.db")
+    run.open()
+    try:
+        run.bind("describe", str(tmp_path / "out.jsonl"))
+        run.scan(((f"d{n}", None, None) for n in range(5)), None)
+        run.commit([WorkResult("d0", b'{"index": 0}', ok=True, retryable=False)])
+        wal = tmp_path / "j.db-wal"
+        assert wal.stat().st_size > 0  # the run's commits are in its WAL, not yet in the file
+        status = asyncio.run(IngestJob.status(tmp_path / "j.db"))
+        assert (status.done, status.pending) == (1, 4)
+        assert wal.stat().st_size > 0 and (tmp_path / "j.db-shm").exists()
+        run.commit([WorkResult("d1", b'{"index": 1}', ok=True, retryable=False)])  # the run goes on
+        assert run.status().done == 2
+    finally:
+        run.close()
+        run.shutdown()
+    assert not (tmp_path / "j.db-wal").exists() and not (tmp_path / "j.db-shm").exists()
+    assert asyncio.run(IngestJob.status(tmp_path / "j.db")).done == 2

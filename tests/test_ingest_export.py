@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -253,3 +255,85 @@ def test_memory_stays_flat_over_many_rows(tmp_path: Path, suffix: str, monkeypat
 def test_import_health_async_never_imports_pyarrow() -> None:
     code = "import sys, health_async, health_async.ingest; assert 'pyarrow' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------------------ stopping an export
+
+
+@pytest.mark.parametrize("cancels", [1, 2])
+async def test_a_cancelled_export_stops_its_thread_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cancels: int
+) -> None:
+    """Ctrl-C mid-way through a large export: the thread stops and has ended when the CancelledError reaches the
+    caller (also when cancelled again while it stops), the ``.partial`` files are removed and no table is
+    published."""
+    journal = _synthetic_journal(tmp_path, 40_000)
+    reached, go, ended = threading.Event(), threading.Event(), threading.Event()
+    rows = 0
+    done_row, real_export = _export._done_row, _export.export
+
+    def held_mid_way(line: dict[str, Any], items: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+        nonlocal rows
+        rows += 1
+        if rows == 15_000:  # the first batch is in the .partial files; the thread waits here until cancelled
+            reached.set()
+            go.wait(30)
+        return done_row(line, items)
+
+    def export(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        try:
+            return real_export(*args, **kwargs)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(_export, "_done_row", held_mid_way)
+    monkeypatch.setattr(_export, "export", export)
+    task = asyncio.create_task(IngestJob.export(journal, tmp_path / "results.csv"))
+    assert await asyncio.to_thread(reached.wait, 30)
+    assert written(tmp_path) == ["results.csv.partial", "results.items.csv.partial"]
+    for _ in range(cancels):
+        task.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)  # the cancellation reaches the export before the thread goes on
+    go.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert ended.is_set()  # the thread had ended when the cancellation propagated
+    assert rows < 40_000  # stopped mid-way, not run to the end
+    assert written(tmp_path) == []  # no table, no .partial file
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+@pytest.mark.parametrize("stop_at", [1, 3, 6])
+def test_a_stopped_export_leaves_the_earlier_tables_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, stop_at: int
+) -> None:
+    """``stop`` is asked before the first row, every STOP_EVERY rows and once more when both tables are written
+    (6 asks for 10,000 rows): at any of them, the export raises ExportStopped and publishes nothing."""
+    monkeypatch.setattr(_export, "BATCH", 3_000)  # row groups written before the stop
+    journal = _synthetic_journal(tmp_path, 10_000)
+    target = tmp_path / f"results.{suffix}"
+    assert export(journal, target) == (10_000, 30_000)
+    earlier = {name: (tmp_path / name).read_bytes() for name in written(tmp_path)}
+    asks = 0
+
+    def stop() -> bool:
+        nonlocal asks
+        asks += 1
+        return asks == stop_at
+
+    with pytest.raises(_export.ExportStopped):
+        export(journal, target, stop=stop)
+    assert asks == stop_at
+    assert {name: (tmp_path / name).read_bytes() for name in written(tmp_path)} == earlier  # no .partial either
+    asks, stop_at = 0, 0  # never stops
+    assert export(journal, target, stop=stop) == (10_000, 30_000)
+    assert asks == 6 and _export.STOP_EVERY == 2_000  # at rows 0, 2,000, ... 8,000, and before publishing
+
+
+async def test_an_export_leaves_a_cleanly_closed_journal_as_it_was(job: tuple[Path, Path], tmp_path: Path) -> None:
+    journal, _ = job
+    files, kept = sorted(os.listdir(tmp_path)), journal.read_bytes()
+    assert "j.db-wal" not in files and "j.db-shm" not in files
+    await IngestJob.export(journal, tmp_path / "results.csv")
+    assert sorted(set(os.listdir(tmp_path)) - set(written(tmp_path))) == files and journal.read_bytes() == kept

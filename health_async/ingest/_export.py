@@ -47,7 +47,11 @@ the output file line by line, so memory stays flat over millions of rows.
 The export reads one snapshot of the journal (one SQLite read transaction) and only the committed part of the
 output file, so it is consistent even while a run is going on, and never changes either. Each table is written
 to ``<name>.partial`` and renamed over ``<name>`` only when both are complete: a failed export leaves no half
-table behind.
+table behind. So does a stopped one: ``stop`` (a callable) is asked every :data:`STOP_EVERY` rows and once more
+when both tables are written, before they are published; when it says so, the export removes its ``.partial``
+files and raises :class:`ExportStopped`. That is how a cancelled :meth:`IngestJob.export
+<health_async.ingest.IngestJob.export>` (Ctrl-C) ends its thread with nothing published. A stop that comes
+after the last ask finds both tables published (the export had finished).
 
 Judgement calls: two files rather than one with a repeated document part (a report item is a different grain);
 ``files`` is a count (the links in the output are presigned and expire); ``key`` and ``index`` are kept (an
@@ -57,26 +61,40 @@ upload's key is its file path, the only link back to the input); a failed item's
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import datetime as dt
 import os
 import sqlite3
-import urllib.parse
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from .. import _json
 from ..errors import InvalidRequest
 from ..models import ResultFlag
+from ._journal import read_connection
 
-__all__ = ["BATCH", "DOCUMENT_COLUMNS", "ITEM_COLUMNS", "ExportFormat", "export"]
+__all__ = [
+    "BATCH",
+    "DOCUMENT_COLUMNS",
+    "ITEM_COLUMNS",
+    "STOP_EVERY",
+    "ExportFormat",
+    "ExportStopped",
+    "export",
+    "export_in_thread",
+]
 
 ExportFormat = Literal["csv", "parquet"]
 
 #: Rows per Parquet row group (and per batch held in memory).
 BATCH: Final = 10_000
+
+#: Rows between two asks of an export's ``stop``.
+STOP_EVERY: Final = 2_000
 
 DOCUMENT_COLUMNS: Final = (
     "key",
@@ -93,6 +111,12 @@ DOCUMENT_COLUMNS: Final = (
 ITEM_COLUMNS: Final = ("document_id", "name", "value", "unit", "range", "flag", "verified")
 
 Row = tuple[Any, ...]
+Stop = Callable[[], bool]
+
+
+class ExportStopped(Exception):
+    """The export's ``stop`` said so: nothing was published, and its ``.partial`` files are removed."""
+
 
 _CHANGED: Final = (
     "the output file was changed outside the job (its committed lines are not the job's): nothing exported"
@@ -100,13 +124,19 @@ _CHANGED: Final = (
 
 
 def export(
-    journal: str | os.PathLike[str], to: str | os.PathLike[str], *, format: ExportFormat | None = None
+    journal: str | os.PathLike[str],
+    to: str | os.PathLike[str],
+    *,
+    format: ExportFormat | None = None,
+    stop: Stop | None = None,
 ) -> tuple[int, int]:
     """Write the two tables of the job behind ``journal``; returns (document rows, report item rows).
 
     Raises :class:`~health_async.errors.InvalidRequest` before writing anything for an unknown format, a file
     that is not an ingest journal, a missing or shortened output file, a target that is the journal or its output,
-    or ``parquet`` without ``pyarrow``; and, leaving no table behind, for an output file changed outside the job."""
+    or ``parquet`` without ``pyarrow``; and, leaving no table behind, for an output file changed outside the job,
+    and :class:`ExportStopped` when ``stop()`` returns true (asked every :data:`STOP_EVERY` rows and before
+    publishing; from another thread, pass ``threading.Event().is_set``)."""
     target = Path(to)
     kind = str(format).lower() if format is not None else target.suffix.lstrip(".").lower()
     if kind not in ("csv", "parquet"):
@@ -117,7 +147,34 @@ def export(
         _check_targets((target, items_path), [os.fspath(journal), *([out_path] if out_path else [])])
         documents, items = _tables(db, out_path, offset)
         write = _write_csv if kind == "csv" else _write_parquet
-        return write(target, items_path, documents, items)
+        return write(target, items_path, _batches(documents, items, stop or _never))
+
+
+async def export_in_thread(
+    journal: str | os.PathLike[str], to: str | os.PathLike[str], *, format: ExportFormat | None = None
+) -> tuple[int, int]:
+    """:func:`export` in a worker thread (the event loop never blocks on it), stopped by a cancellation.
+
+    A cancellation (Ctrl-C) cannot stop a thread, and only abandoning the await would let it finish and publish
+    both tables after the caller was told it was cancelled. So the export is given a ``stop`` that the
+    cancellation sets; this then waits for the thread to end (within :data:`STOP_EVERY` rows: its ``.partial``
+    files removed, nothing published), still waiting through a second cancellation, and re-raises the
+    :class:`asyncio.CancelledError`. A cancellation after the export's last ask of ``stop`` finds both tables
+    published; it is raised all the same."""
+    stop = threading.Event()
+    thread = asyncio.ensure_future(asyncio.to_thread(export, journal, to, format=format, stop=stop.is_set))
+    try:
+        return await asyncio.shield(thread)
+    except asyncio.CancelledError:
+        stop.set()
+        while not thread.done():
+            try:
+                await asyncio.wait((thread,))
+            except asyncio.CancelledError:
+                continue  # cancelled again while waiting: the thread is stopping all the same
+        if not thread.cancelled():
+            thread.exception()  # retrieved (ExportStopped, or an error of the export's own): the cancellation wins
+        raise
 
 
 class _open_journal:
@@ -126,11 +183,7 @@ class _open_journal:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         if not os.path.isfile(path):
             raise InvalidRequest("the journal does not exist")
-        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-        try:
-            self.db = sqlite3.connect(uri, uri=True, isolation_level=None)
-        except sqlite3.DatabaseError:
-            raise InvalidRequest("the file is not an ingest journal") from None
+        self.db = read_connection(path)  # leaves no -wal or -shm file behind (see there why)
         try:
             self.db.execute("BEGIN")
             self.db.execute("SELECT k, v FROM meta LIMIT 1")
@@ -230,12 +283,20 @@ def _done_row(line: dict[str, Any], items: list[Row]) -> Row:
             error.get("message"))  # fmt: skip
 
 
-def _batches(documents: Iterator[Row], items: list[Row]) -> Iterator[tuple[list[Row], list[Row]]]:
+def _never() -> bool:
+    return False
+
+
+def _batches(documents: Iterator[Row], items: list[Row], stop: Stop) -> Iterator[tuple[list[Row], list[Row]]]:
     """Both tables in batches of about :data:`BATCH` rows: a document's report items come in its batch (``items``
-    is filled by the ``documents`` stream as it goes). The last batch may be empty."""
+    is filled by the ``documents`` stream as it goes). The last batch may be empty. Raises
+    :class:`ExportStopped` when ``stop()`` is true: asked before the first row, every :data:`STOP_EVERY` rows and
+    after the last batch is written (when the writer asks for the next one), before the tables are published."""
     batch: list[Row] = []
     pending: list[Row] = []
-    for row in documents:
+    for n, row in enumerate(documents):
+        if n % STOP_EVERY == 0 and stop():
+            raise ExportStopped("the export was stopped")
         batch.append(row)
         if items:
             pending.extend(items)
@@ -244,6 +305,8 @@ def _batches(documents: Iterator[Row], items: list[Row]) -> Iterator[tuple[list[
             yield batch, pending
             batch, pending = [], []
     yield batch, pending
+    if stop():
+        raise ExportStopped("the export was stopped")
 
 
 def _partial(path: Path) -> Path:
@@ -265,7 +328,7 @@ def _published(*paths: Path) -> Iterator[tuple[Path, ...]]:
         os.replace(partial, path)
 
 
-def _write_csv(target: Path, items_path: Path, documents: Iterator[Row], items: list[Row]) -> tuple[int, int]:
+def _write_csv(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:
     n_docs = n_items = 0
     with _published(target, items_path) as (doc_tmp, item_tmp):
         with (
@@ -275,14 +338,14 @@ def _write_csv(target: Path, items_path: Path, documents: Iterator[Row], items: 
             doc_writer, item_writer = csv.writer(d), csv.writer(i)
             doc_writer.writerow(DOCUMENT_COLUMNS)
             item_writer.writerow(ITEM_COLUMNS)
-            for doc_rows, item_rows in _batches(documents, items):
+            for doc_rows, item_rows in batches:
                 doc_writer.writerows(doc_rows)
                 item_writer.writerows(item_rows)
                 n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
     return n_docs, n_items
 
 
-def _write_parquet(target: Path, items_path: Path, documents: Iterator[Row], items: list[Row]) -> tuple[int, int]:
+def _write_parquet(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:
     try:
         import pyarrow as pa  # the parquet extra: imported only here, when asked for
         import pyarrow.parquet as pq
@@ -298,7 +361,7 @@ def _write_parquet(target: Path, items_path: Path, documents: Iterator[Row], ite
             pq.ParquetWriter(doc_tmp, doc_schema) as doc_writer,
             pq.ParquetWriter(item_tmp, item_schema) as item_writer,
         ):
-            for doc_rows, item_rows in _batches(documents, items):
+            for doc_rows, item_rows in batches:
                 for writer, schema, rows in ((doc_writer, doc_schema, doc_rows), (item_writer, item_schema, item_rows)):
                     if rows:
                         # column by column (no dict per row), each typed by the fixed schema

@@ -149,10 +149,21 @@ class _Writer:
                 return
 
     async def close(self) -> None:
-        """Commit what is left; survives a second cancellation (the commit finishes in its thread)."""
+        """Commit what is left. The flusher is waited for to its end however often this is cancelled (the journal
+        must not be closed under it); a cancellation is then re-raised, never swallowed."""
         self._closing = True
         self._wake.set()
-        await asyncio.shield(self._task)
+        cancelled = False
+        while not self._task.done():
+            try:
+                await asyncio.wait({self._task})  # never cancels the flusher
+            except asyncio.CancelledError:
+                cancelled = True
+        try:
+            await self._task  # done: its error, if it stopped on one (a full disk, say)
+        finally:
+            if cancelled:
+                raise asyncio.CancelledError
 
 
 class IngestJob:
@@ -318,8 +329,11 @@ class IngestJob:
         ``pyarrow`` (``pip install 'health_async[parquet]'``). The format comes from the suffix or ``format``.
         Streams in constant memory; reads the journal without changing it. Returns (document rows, item rows).
 
+        Cancelling it (Ctrl-C) stops the export's thread and waits for it: nothing is published, no ``.partial``
+        file is left, and the cancellation propagates.
+
         Judgement call: a static method on the journal's path, like :meth:`status`: an export needs no client."""
-        return await asyncio.to_thread(_export.export, journal, to, format=format)
+        return await _export.export_in_thread(journal, to, format=format)
 
     @classmethod
     async def reconcile(
@@ -436,8 +450,8 @@ class IngestJob:
             )
             progress = IngestProgress(self.op, total=todo, enabled=self._progress, stream=self._progress_stream)
             if todo:
+                results = engine.run(self.spec, self._feed(journal))  # before the writer: it may raise
                 writer = _Writer(journal, batch_size=self.batch_size, interval=self.flush_interval)
-                results = engine.run(self.spec, self._feed(journal))
                 try:
                     async for result in results:
                         if not writer.offer(result):

@@ -180,14 +180,16 @@ class Journal:
         self._db = db
 
     def open_readonly(self) -> None:
-        """Open an existing journal to read it (``status``): never creates or changes it."""
+        """Open an existing journal to read it (``status``): never creates it, changes its content or leaves a
+        ``-wal`` or ``-shm`` file beside it (see :func:`read_connection`)."""
         if not os.path.isfile(self.path):
             raise InvalidRequest("the journal file does not exist")
+        db = read_connection(self.path)
         try:
-            db = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, isolation_level=None)
             db.execute("SELECT count(*) FROM items").fetchone()
             db.execute("SELECT count(*) FROM meta").fetchone()
         except sqlite3.DatabaseError:
+            db.close()
             raise InvalidRequest("the file is not an ingest journal") from None
         self._db = db
 
@@ -571,6 +573,48 @@ def _complete_lines(data: bytes) -> Iterator[bytes]:
     while (end := data.find(b"\n", start)) >= 0:
         yield data[start : end + 1]
         start = end + 1
+
+
+def read_connection(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A connection that only reads the journal at ``path`` (``status``, ``export``), safe beside a run, and that
+    leaves no ``-wal`` or ``-shm`` file behind that was not there already for another connection.
+
+    A journal is a WAL database, and SQLite needs ``-wal`` and ``-shm`` files to read one: it creates them when
+    they are missing, and only the *last* connection to close, if it can write, checkpoints the WAL and removes
+    both. So: ``mode=ro`` creates them and can never remove them (the leftovers this replaces);
+    ``immutable=1`` creates none but skips locking and the WAL, so it misses what a running (or killed) run
+    committed and may read pages a run is changing; removing the files ourselves when they were not there before
+    is a race (a run may open the journal meanwhile, and a ``-wal`` or ``-shm`` removed under a live connection
+    loses committed transactions). What is left, and used: an ordinary read-write connection (``mode=rw``:
+    never creates the journal) with ``PRAGMA query_only`` (no statement can write), closed as soon as the read
+    is done. SQLite's own locks then decide: while a run has the journal open ours is not the last connection and
+    leaves the files to it; otherwise its close removes them. On a journal a run closed cleanly the WAL stays
+    empty and the file's bytes do not change; on a killed run's, the close checkpoints the transactions that run
+    committed into the file (its bytes change, not its content: any run's close does the same).
+
+    A file that is not a WAL database (not one :meth:`Journal.open` made) is opened ``mode=ro``: reading it
+    creates nothing, and a foreign database's hot rollback journal is not rolled back. A journal the user may not
+    write is opened read-only by SQLite: the ``-wal`` and ``-shm`` it creates then stay (nothing can safely
+    remove them). Raises :class:`InvalidRequest` when the file cannot be read."""
+    path = os.path.abspath(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError as exc:
+        raise InvalidRequest(f"the journal cannot be read ({exc.strerror})") from None
+    wal = head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"  # format versions 2: WAL
+    uri = f"file:{urllib.parse.quote(path)}?mode={'rw' if wal else 'ro'}"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    except sqlite3.DatabaseError:
+        raise InvalidRequest("the file is not an ingest journal") from None
+    try:
+        db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA query_only=1")
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def _fsync_dir(path: str) -> None:
