@@ -305,9 +305,8 @@ EXIT_BROKEN_PIPE = 128 + 13
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``health-async``; returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # inside: a Ctrl-C while it starts is 130 too, not a traceback
         return asyncio.run(run(args))
     except BrokenPipeError:
         # The reader went away (``health-async list | head -3``): stop quietly, as a Unix filter does, with the
