@@ -186,8 +186,10 @@ def run_pool(
     ``max_connections`` and by the input's length when known: more workers would only wait. ``drain`` (uploads)
     lets the calls already running finish when the consumer leaves early (see :class:`BulkStream`).
     """
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise ValueError("concurrency must be a positive int")
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool):
+        raise InvalidArgumentType(f"concurrency must be an int, not {type(concurrency).__name__}")
+    if concurrency < 1:
+        raise InvalidRequest("concurrency must be a positive int")
     check_many_input(items, what)
     if session.closed:
         raise ClientClosedError("the HealthClient is closed; create a new one")

@@ -33,7 +33,11 @@ from ._cli._output import (
     drain,
     emit,
     error_json,
+    in_flight,
     open_input,
+    port,
+    positive_count,
+    positive_number,
     read_ids,
 )
 from ._client import HealthClient
@@ -208,9 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--key-id", help=f"JWE kid (env {C.ENV_KEY_ID}); the key itself only from {C.ENV_ENCRYPTION_KEY}"
     )
-    group.add_argument("--timeout", type=float, help="seconds per call, retries included (default 30)")
-    group.add_argument("--rate-limit", type=float, metavar="R", help="at most R requests per second (default: none)")
-    group.add_argument("--max-connections", type=int, metavar="N", help="requests in flight at once (default 100)")
+    group.add_argument("--timeout", type=positive_number, help="seconds per call, retries included (default 30)")
+    group.add_argument(
+        "--rate-limit", type=positive_number, metavar="R", help="at most R requests per second (default: none)"
+    )
+    group.add_argument(
+        "--max-connections", type=in_flight, metavar="N", help="requests in flight at once (default 100)"
+    )
     group.add_argument("--insecure-http", action="store_true", help="allow plain http:// to a non-loopback host")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -225,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         "failures included ({'document_id', 'error'}); exits 1 if any id failed.",
     )
     p.add_argument("ids", nargs="?", default="-", metavar="FILE", help="file of ids, one per line (default: stdin)")
-    p.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
+    p.add_argument("--concurrency", type=in_flight, default=32, help="requests in flight (default 32)")
     p.add_argument("--ordered", action="store_true", help="write results in input order")
     p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
 
@@ -242,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", action="append", help="processing task, repeatable: smart (default), pii, classification")
     p.add_argument("--document-type", help="document type code sent as dt, e.g. lr")
     p.add_argument("--encrypt", action="store_true", help=f"send JWE-encrypted (key from {C.ENV_ENCRYPTION_KEY})")
-    p.add_argument("--concurrency", type=int, default=4, help="uploads in flight (default 4)")
+    p.add_argument("--concurrency", type=in_flight, default=4, help="uploads in flight (default 4)")
     p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
     p.add_argument("--wait", action="store_true", help="wait for each file's processing; print its tests as a table")
     p.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to wait per file (default 600)")
@@ -261,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the fake service on HOST:PORT until Ctrl-C, and print the environment to use it.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--port", type=port, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fake data")
 
     p = sub.add_parser(
@@ -270,8 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start the fake service in-process and run every operation, encrypted ones too, then a bulk "
         "describe under injected faults; prints a summary. Exits 1 if anything did not go as expected.",
     )
-    p.add_argument("--documents", type=int, default=3000, help="documents for the bulk describe (default 3000)")
-    p.add_argument("--concurrency", type=int, default=64, help="bulk requests in flight (default 64)")
+    p.add_argument(
+        "--documents", type=positive_count, default=3000, help="documents for the bulk describe (default 3000)"
+    )
+    p.add_argument("--concurrency", type=in_flight, default=64, help="bulk requests in flight (default 64)")
     p.add_argument("--quiet", action="store_true", help="no progress bar even on a terminal")
     for module in _DOMAIN_CLIS:
         for name, command in module.add_commands(sub, common).items():
@@ -325,4 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except HealthError as exc:
         print(f"health-async: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the machine's side: a port in use, a host that does not resolve, a full disk
+        print(f"health-async: {exc.strerror or type(exc).__name__}", file=sys.stderr)
         return 1

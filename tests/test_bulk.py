@@ -446,3 +446,15 @@ async def test_a_plain_break_cleans_up_too(serve: Serve, caplog: pytest.LogCaptu
             await asyncio.sleep(0)
     assert bulk_tasks() == 0
     assert not [r for r in caplog.records if r.name == "asyncio" and r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "error"), [(0, ha.InvalidRequest), (-1, ha.InvalidRequest), ("8", ha.InvalidArgumentType)]
+)
+async def test_a_bad_concurrency_is_a_typed_error_before_anything_is_sent(
+    serve: Serve, concurrency: Any, error: type[Exception]
+) -> None:
+    url = await serve({})
+    async with await client_for(url) as client:
+        with pytest.raises(error, match="concurrency"):
+            client.documents.describe_many(["d-1"], concurrency=concurrency)

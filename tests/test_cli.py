@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -198,6 +199,46 @@ def test_missing_configuration_is_exit_2(capsys: pytest.CaptureFixture[str]) -> 
     code = cli.main(["describe", "x"])
     assert code == 2
     assert "HEALTH_ASYNC_TOKEN" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fake-server", "--port", "99999"],
+        ["demo", "--documents", "-5"],
+        ["demo", "--concurrency", "100000000"],
+        ["describe", "x", "--rate-limit", "inf"],
+        ["describe", "x", "--timeout", "nan"],
+        ["describe", "x", "--max-connections", "0"],
+        ["ingest", "describe", "ids.txt", "--out", "o.jsonl", "--rate-limit", "inf"],
+        ["ingest", "describe", "ids.txt", "--out", "o.jsonl", "--concurrency", "100000000"],
+    ],
+    ids=[
+        "port",
+        "documents",
+        "demo-concurrency",
+        "rate",
+        "timeout",
+        "connections",
+        "ingest-rate",
+        "ingest-concurrency",
+    ],
+)
+def test_a_number_out_of_range_is_usage_not_a_traceback(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as info:  # argparse's own exit: 2 and one usage line
+        cli.main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and ("must be" in err or "port is a number" in err), err
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        code = cli.main(["fake-server", "--port", str(taken.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and err.count("\n") == 1, err
 
 
 def test_fake_server_command_prints_its_environment() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import socket
 import time
 from typing import Any
@@ -400,3 +401,9 @@ async def test_a_caller_session_with_fewer_connections_cannot_slip_requests_past
     # sent after the pause began and before it ended (the one already on the wire with the first does not count)
     during = [round(t - paused_at[0], 2) for t in arrivals if paused_at[0] + 0.05 < t < paused_at[0] + 0.95]
     assert len(arrivals) == 9 and during == [], during
+
+
+@pytest.mark.parametrize("rate", [0, -1, math.inf, math.nan, True])
+def test_a_rate_limiter_needs_a_finite_positive_rate(rate: Any) -> None:
+    with pytest.raises(ha.InvalidRequest, match="rate_limit"):
+        RateLimiter(rate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -29,12 +30,64 @@ __all__ = [
     "drain",
     "emit",
     "error_json",
+    "in_flight",
     "open_input",
+    "port",
+    "positive_count",
+    "positive_number",
     "read_ids",
 ]
 
 #: A subcommand: ``await command(client, args)`` returns the exit status (0 ok, 1 an item failed, 2 bad usage).
 Command = Callable[[Any, argparse.Namespace], Awaitable[int]]
+
+
+# ------------------------------------------------------------------------ argument types
+
+#: The most requests in flight a command takes (``--concurrency``, ``--max-connections``): each is a task and a
+#: connection; a hundred million would exhaust the machine's memory before anything is sent.
+MAX_IN_FLIGHT = 10_000
+
+
+def port(text: str) -> int:
+    """``--port``: 0 to 65535 (0 picks a free one)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("the port is a number from 0 to 65535") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError("the port is a number from 0 to 65535")
+    return number
+
+
+def positive_count(text: str) -> int:
+    """A whole number >= 1 (``--documents``)."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number >= 1") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be a whole number >= 1")
+    return number
+
+
+def in_flight(text: str) -> int:
+    """``--concurrency`` / ``--max-connections``: 1 to :data:`MAX_IN_FLIGHT`."""
+    number = positive_count(text)
+    if number > MAX_IN_FLIGHT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_IN_FLIGHT}")
+    return number
+
+
+def positive_number(text: str) -> float:
+    """A finite number > 0 (``--rate-limit``, ``--timeout``)."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a number > 0") from None
+    if not 0 < number < math.inf:
+        raise argparse.ArgumentTypeError("must be a finite number > 0")
+    return number
 
 
 # ------------------------------------------------------------------------ output helpers

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import _json
-from ._output import Command
+from ._output import Command, in_flight, positive_number
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -224,7 +224,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     run.add_argument("--out", required=True, help="JSON Lines output file (appended to across resumed runs)")
     run.add_argument("--journal", help="SQLite journal file (default: OUT.ingest.db)")
     if "--rate-limit" not in {flag for action in common._actions for flag in action.option_strings}:
-        run.add_argument("--rate-limit", type=float, metavar="R", help="requests per second for the whole job")
+        run.add_argument(
+            "--rate-limit", type=positive_number, metavar="R", help="requests per second for the whole job"
+        )
     run.add_argument("--retry-failed", action="store_true", help="redo failed items whose error is retryable")
     run.add_argument("--engine", choices=("local", "ray"), default="local", help="where the work runs")
     run.add_argument("--ray-address", help="Ray cluster address (e.g. auto); default: a local Ray")
@@ -245,7 +247,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         description="Describe every document id of IDS_FILE (one per line; blank lines and # comments skipped).",
     )
     d.add_argument("source", metavar="IDS_FILE", help="file of document ids, one per line")
-    d.add_argument("--concurrency", type=int, default=64, help="requests in flight (default 64)")
+    d.add_argument("--concurrency", type=in_flight, default=64, help="requests in flight (default 64)")
 
     u = isub.add_parser(
         "upload",
@@ -255,7 +257,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         "interrupted in flight is of unknown outcome: never sent again unless --reupload-unknown.",
     )
     u.add_argument("source", metavar="DIR_OR_LIST", help="a directory, or a file listing paths one per line")
-    u.add_argument("--concurrency", type=int, default=8, help="uploads in flight (default 8)")
+    u.add_argument("--concurrency", type=in_flight, default=8, help="uploads in flight (default 8)")
     u.add_argument("--tasks", action="append", metavar="TASK", help="smart (default), pii, classification")
     u.add_argument("--wait", action="store_true", help="wait for each document's processing result")
     u.add_argument(
@@ -276,7 +278,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         "line written); not stored, it becomes pending (the next run uploads it under the same id).",
     )
     r.add_argument("--journal", required=True, help="the job's journal file")
-    r.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
+    r.add_argument("--concurrency", type=in_flight, default=16, help="requests in flight (default 16)")
 
     k = isub.add_parser(
         "link",
@@ -288,7 +290,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         "linked list: needs the row's oid and --hip-id) before it is sent again.",
     )
     k.add_argument("source", metavar="CSV_OR_JSONL", help="care contexts: .csv with a header row, or .jsonl")
-    k.add_argument("--concurrency", type=int, default=16, help="links in flight (default 16)")
+    k.add_argument("--concurrency", type=in_flight, default=16, help="links in flight (default 16)")
     k.add_argument("--hip-id", help="your facility's HIP id, to check unknown outcomes (default: the client's)")
     k.add_argument(
         "--relink-unknown", action="store_true", help="send again links of unknown outcome that cannot be checked"

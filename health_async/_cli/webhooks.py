@@ -99,7 +99,7 @@ from .._config import _is_loopback
 from ..errors import HealthError, InvalidRequest, NotFoundError, OutcomeUnknown
 from ..models import WebhookSubscription
 from ..resources.webhook_subscriptions import DOCUMENTED_EVENTS, check_signing_key
-from ._output import Command, emit, report_error
+from ._output import Command, emit, port, report_error
 
 __all__ = ["ENV_WEBHOOK_SECRET", "FORWARD_TIMEOUT", "NO_CLIENT", "add_commands", "serve"]
 
@@ -491,16 +491,6 @@ def _path(text: str) -> str:
     return text
 
 
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("the port is a number from 0 to 65535") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError("the port is a number from 0 to 65535")
-    return port
-
-
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     """Add ``webhooks`` (``serve``, ``subscribe``, ``list``, ``unsubscribe``) to ``sub``; return ``{"webhooks":
     handler}``. Only the subscription subcommands take the connection flags (``common``)."""
@@ -521,7 +511,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     )
     p.add_argument("--secret", help=f"the webhook signing secret (env {ENV_WEBHOOK_SECRET}; prefer the environment)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--port", type=port, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--path", type=_path, default="/webhooks", help="path webhooks are posted to (default /webhooks)")
     p.add_argument("--forward", metavar="URL", help="also POST each verified webhook, as received, to URL")
     p.add_argument("--show-data", action="store_true", help="print each event's data too (personal data)")

@@ -9,6 +9,7 @@ owns the journal and the output, so an engine needs no access to either.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -43,8 +44,8 @@ class RateLimiter:
     shorten), so that one rule serves both."""
 
     def __init__(self, rate: float) -> None:
-        if not rate > 0:
-            raise InvalidRequest("rate_limit must be > 0 requests per second")
+        if not (isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < math.inf):
+            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second")
         self.rate = rate
         self._limits = Limits(1, rate)  # only its rate and pause are used: the client bounds what is in flight
 
@@ -102,8 +103,10 @@ class LocalEngine:
             raise InvalidRequest("give a client or a client_factory, not both")
         if client is not None and rate_limit is not None:
             raise InvalidRequest("rate_limit cannot be combined with a client: set rate_limit on the HealthClient")
-        if rate_limit is not None and not (isinstance(rate_limit, int | float) and rate_limit > 0):
-            raise InvalidRequest("rate_limit must be > 0 requests per second")
+        if rate_limit is not None and not (
+            isinstance(rate_limit, int | float) and not isinstance(rate_limit, bool) and 0 < rate_limit < math.inf
+        ):
+            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second")
         self._client = client
         self._factory = client_factory
         self.rate_limit = rate_limit
