@@ -110,7 +110,10 @@ def path_segment(name: str, value: str) -> str:
         raise InvalidRequest(
             f"{name} must be a single path segment: no '/', '\\', '?', '#', '..', spaces or control characters"
         )
-    return quote(value, safe="")
+    try:
+        return quote(value, safe="")
+    except UnicodeEncodeError:  # a lone surrogate (a name decoded with surrogateescape): no URL can carry it
+        raise InvalidRequest(f"{name} must be valid Unicode text") from None
 
 
 def normalize_base_url(url: str, *, allow_insecure_http: bool = False, name: str = "base_url") -> str:
@@ -118,15 +121,32 @@ def normalize_base_url(url: str, *, allow_insecure_http: bool = False, name: str
     host unless ``allow_insecure_http`` is set: tokens and health data must not cross a network in clear.
 
     Refused with :class:`~health_async.errors.InvalidRequest` (a ``ValueError``) when the client is built, not at
-    the first request: a scheme other than http(s), no host, an invalid port, credentials, a query or fragment.
+    the first request: a scheme other than http(s), no host or one that is neither an IP address nor an ASCII
+    (IDNA-encodable) host name, an invalid port, credentials, a query or fragment. The message never shows the URL.
     """
     if not isinstance(url, str) or not url:
         raise InvalidRequest(f"{name} must be a non-empty URL string")
     if _CONTROL.search(url) or any(ch.isspace() for ch in url):
         raise InvalidRequest(f"{name} must not contain whitespace or control characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed '[', a bracketed host that is no IP address, characters unsafe under NFKC
+        raise InvalidRequest(f"{name} is not a valid URL (its host part cannot be read)") from None
+    host = parts.hostname
+    if parts.scheme not in ("http", "https") or not host:
         raise InvalidRequest(f"{name} must be an http(s) URL with a host, like https://api.eka.care")
+    try:  # an IP literal, or a name the resolver can encode: ASCII labels of 1 to 63 characters, 253 in all
+        ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            host_ok = host.isascii() and len(host.rstrip(".")) <= 253 and bool(host.encode("idna"))
+        except UnicodeError:
+            host_ok = False
+        if not host_ok:
+            raise InvalidRequest(
+                f"{name} has an invalid host name: it must be an IP address, or ASCII labels of 1 to 63 characters "
+                "(253 in all; write an international name in its xn-- form)"
+            ) from None
     try:
         port = parts.port
     except ValueError:
@@ -135,7 +155,7 @@ def normalize_base_url(url: str, *, allow_insecure_http: bool = False, name: str
         raise InvalidRequest(f"{name} has an invalid port (it must be a number from 1 to 65535)")
     if name == "base_url" and (parts.query or parts.fragment or parts.username or parts.password):
         raise InvalidRequest(f"{name} must not contain credentials, a query or a fragment")
-    if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(host):
         raise InvalidRequest(
             f"{name} uses plain http:// to a non-loopback host; tokens and health data would travel "
             "unencrypted. Use https://, or pass allow_insecure_http=True if you really mean it."

@@ -217,7 +217,13 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
     if isinstance(key, JweKey):
         return key
     if isinstance(key, str):
-        raw = key.encode("utf-8")
+        try:
+            raw = key.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate, as os.environ gives for undecodable bytes
+            raise InvalidRequest(
+                "the encryption key string must be valid Unicode text (it holds a lone surrogate: bytes that were "
+                "not UTF-8?)"
+            ) from None
         if len(raw) != 16:
             raise InvalidRequest(
                 f"the encryption key string must be 16 bytes in UTF-8 (it is written twice to make the 32-byte "
@@ -230,6 +236,24 @@ def derive_key(key: str | bytes | bytearray | memoryview | JweKey) -> JweKey:
             raise InvalidRequest(f"a raw encryption key must be 32 bytes; this one is {len(raw)} bytes")
         return JweKey(raw)
     raise InvalidArgumentType(f"an encryption key must be a str, bytes or JweKey, not {type(key).__name__}")
+
+
+def _plaintext_view(plaintext: object) -> memoryview:
+    """``plaintext`` as a flat byte view. Any bytes-like object is accepted; one that is not C-contiguous (or whose
+    format cannot be cast to bytes) is copied. Raises ``InvalidArgumentType`` for anything else (a ``str``:
+    encode it first; ``None``)."""
+    try:
+        view = memoryview(plaintext)  # type: ignore[arg-type]  # checked here: a TypeError is the answer
+    except TypeError:
+        raise InvalidArgumentType(
+            f"plaintext must be bytes-like (bytes, bytearray, memoryview), not {type(plaintext).__name__}"
+        ) from None
+    except ValueError:  # a released memoryview
+        raise InvalidRequest("plaintext is a released memoryview") from None
+    try:
+        return view.cast("B")
+    except TypeError:  # not C-contiguous (a strided slice), or a format that cannot be cast: a copy, in C order
+        return memoryview(view.tobytes())
 
 
 # ----------------------------------------------------------------------------------------------- base64url
@@ -456,7 +480,8 @@ def encrypt(
 
     ``protected`` defaults to :data:`DEFAULT_PROTECTED`; another value must still be canonical base64url of a
     header naming ``dir`` and ``A128CBC-HS256``, without ``zip`` or ``crit``. A fresh random IV is drawn for every
-    call.
+    call. ``plaintext`` may be any bytes-like object (one that is not contiguous is copied); anything else (a
+    ``str``, ``None``) raises :class:`~health_async.errors.InvalidArgumentType`.
     """
     k = derive_key(key)
     if protected is None:
@@ -471,8 +496,8 @@ def encrypt(
         aad = protected.encode("ascii")
     if kid is not None and (type(kid) is not str or not kid.isprintable()):
         raise InvalidRequest("kid must be a printable str")
+    view = _plaintext_view(plaintext)
     iv = os.urandom(16)
-    view = memoryview(plaintext).cast("B")
     if view.nbytes >= _STEPS_MIN:
         text, tag = _seal_steps(view, k, aad, iv, helper=_use_helper())
     else:
@@ -609,9 +634,10 @@ async def encrypt_async(
     plaintext: bytes | bytearray | memoryview, key: str | bytes | JweKey, *, kid: str | None = None
 ) -> dict[str, str]:
     """:func:`encrypt`, in a worker thread when the payload is :data:`THREAD_THRESHOLD` bytes or more."""
-    if len(plaintext) < THREAD_THRESHOLD:
-        return encrypt(plaintext, key, kid=kid)
-    return await asyncio.to_thread(encrypt, plaintext, key, kid=kid)
+    view = _plaintext_view(plaintext)
+    if view.nbytes < THREAD_THRESHOLD:
+        return encrypt(view, key, kid=kid)
+    return await asyncio.to_thread(encrypt, view, key, kid=kid)
 
 
 async def decrypt_async(envelope: Mapping[str, Any], key: str | bytes | JweKey, *, allow_legacy: bool = False) -> bytes:

@@ -447,3 +447,11 @@ async def test_a_base_url_with_a_path_prefix_is_kept(mocked: aioresponses) -> No
     async with ha.HealthClient(base_url=f"{BASE}/gateway/health/", token="t", user_id="oid-1") as c:
         doc = await c.documents.describe("doc-1")
     assert doc.document_id == "doc-1"
+
+
+async def test_an_id_that_is_not_valid_unicode_is_refused_before_sending(mocked: aioresponses) -> None:
+    async with client() as c:
+        for call in (c.documents.describe("doc-\udcff"), c.patients.get("p-\ud800"), c.cases.delete("c\udcff")):
+            with pytest.raises(ha.InvalidRequest, match="valid Unicode"):
+                await call
+    assert not mocked.requests

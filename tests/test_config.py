@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from health_async._config import check_header_value, normalize_base_url, path_segment
+from health_async.errors import InvalidRequest
 
 
 @pytest.mark.parametrize(
@@ -82,6 +83,43 @@ def test_base_url_rules(url: str, ok: bool) -> None:
     else:
         with pytest.raises(ValueError, match="base_url"):
             normalize_base_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[bad",  # urlsplit: unclosed IPv6 bracket
+        "https://[not-an-ip]/x",  # urlsplit: a bracketed host that is no IP address
+        "https://ex\uff03ample.com/x",  # urlsplit: a fullwidth '#', unsafe under NFKC
+        "https://ex\u00e9.com/x",  # non-ASCII: yarl (encoded=True) cannot send it
+        "https://h\udcff.com/x",  # a lone surrogate
+        "https://a..b/x",  # an empty label: the resolver's idna codec fails
+        "https://.",
+        "https://" + "a" * 64 + ".com/x",  # a label over 63 characters
+        "https://" + ".".join(["a" * 63] * 4) + "/x",  # 255 characters in all
+    ],
+)
+def test_base_url_host_must_be_an_ip_or_an_encodable_name(url: str) -> None:
+    with pytest.raises(InvalidRequest, match=r"^base_url ") as info:
+        normalize_base_url(url)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    with pytest.raises(InvalidRequest, match=r"^proxy "):
+        normalize_base_url(url, allow_insecure_http=True, name="proxy")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://xn--ex-bma.com",  # an international name, in its IDNA form
+        "https://" + ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 61]),  # 253 characters
+        "https://api.eka.care./",  # a fully qualified name (trailing dot)
+        "https://[2001:db8::1]:8443",
+        "https://192.0.2.1",
+        "https://under_score.example",
+    ],
+)
+def test_base_url_hosts_that_are_fine(url: str) -> None:
+    assert normalize_base_url(url) == url.rstrip("/")
 
 
 def test_insecure_http_needs_an_explicit_flag() -> None:

@@ -381,6 +381,49 @@ def test_key_rules() -> None:
         jwe.derive_key(1234)  # type: ignore[arg-type]
 
 
+def test_a_key_string_with_a_lone_surrogate_is_an_invalid_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = "abcdefghijklmn\udcff"  # what os.environ gives for the bytes b"abcdefghijklmn\xff"
+    env = jwe.encrypt(b"x", KEY)
+    for call in (
+        lambda: jwe.derive_key(bad),
+        lambda: jwe.decrypt(env, bad),
+        lambda: jwe.encrypt(b"x", bad),
+        lambda: ha.HealthClient(base_url="https://api.test.example", token="t", encryption_key=bad),
+    ):
+        with pytest.raises(ha.InvalidRequest, match="encryption key string must be valid Unicode") as info:
+            call()
+        assert "abcdefghijklmn" not in str(info.value) and info.value.__cause__ is None
+    monkeypatch.setenv("HEALTH_ASYNC_BASE_URL", "https://api.test.example")
+    monkeypatch.setenv("HEALTH_ASYNC_TOKEN", "t")
+    monkeypatch.setenv("HEALTH_ASYNC_ENCRYPTION_KEY", bad)
+    with pytest.raises(ha.InvalidRequest, match="encryption key string"):
+        ha.HealthClient.from_env()
+
+
+@pytest.mark.parametrize("plaintext", ["hello", None, 12, ["a"]])
+async def test_plaintext_that_is_not_bytes_like_is_an_invalid_argument_type(plaintext: Any) -> None:
+    with pytest.raises(ha.InvalidArgumentType, match=f"plaintext must be bytes-like.*{type(plaintext).__name__}"):
+        jwe.encrypt(plaintext, KEY)
+    with pytest.raises(ha.InvalidArgumentType, match="plaintext must be bytes-like"):
+        await jwe.encrypt_async(plaintext, KEY)
+
+
+async def test_any_bytes_like_plaintext_is_encrypted_as_its_bytes() -> None:
+    import array
+
+    strided = memoryview(b"abcdefgh")[::2]  # not contiguous: copied
+    assert jwe.decrypt(jwe.encrypt(strided, KEY), KEY) == b"aceg"
+    assert jwe.decrypt(await jwe.encrypt_async(strided, KEY), KEY) == b"aceg"
+    ints = array.array("i", [1, 2, 3])
+    assert jwe.decrypt(jwe.encrypt(ints, KEY), KEY) == ints.tobytes()  # type: ignore[arg-type]
+    grid = memoryview(bytes(range(12))).cast("B", (3, 4))  # contiguous, two dimensions
+    assert jwe.decrypt(jwe.encrypt(grid, KEY), KEY) == bytes(range(12))
+    released = memoryview(b"abc")
+    released.release()
+    with pytest.raises(ha.InvalidRequest, match="released"):
+        jwe.encrypt(released, KEY)
+
+
 def test_key_never_shown() -> None:
     key = jwe.derive_key(KEY_STRING)
     assert repr(key) == "JweKey(<hidden>)" and KEY_STRING not in str(key)
