@@ -7,17 +7,19 @@ A :class:`FileSource` knows its name and size before anything is read (so the si
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import mimetypes
 import os
 import secrets
+import stat
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
 import attrs
 
-from .errors import InvalidArgumentType
+from .errors import InvalidArgumentType, InvalidRequest
 
 __all__ = ["CHUNK_SIZE", "FileInput", "FileSource", "StreamBody", "multipart_body", "read_head", "sniff_content_type"]
 
@@ -46,41 +48,47 @@ class FileSource:
         return f"FileSource(name={self.name!r}, size={self.size})"
 
     @classmethod
-    def from_input(cls, value: FileInput, *, filename: str | None = None) -> FileSource:
-        """Inspect ``value`` without reading it. Raises ``FileNotFoundError``/``PermissionError``/``ValueError``
-        (also ``TypeError`` for an unsupported type) before anything is sent. Messages never name the file: file
-        names can be personal data (the caller has the path; bulk results carry it as ``source``)."""
+    def from_input(cls, value: FileInput, *, filename: str | None = None, argument: str = "file") -> FileSource:
+        """Inspect ``value`` without reading it; nothing is sent before this returns.
+
+        Every bad input raises :class:`~health_async.errors.InvalidRequest` (a ``ValueError``) whose message
+        starts with ``argument`` (the caller's parameter, e.g. ``file`` or ``files[2]``) and gives the reason: the
+        path does not exist, is a directory or not a regular file, is not readable, is too long or holds a NUL;
+        the file object is closed, not readable or not seekable; the name is not valid UTF-8. An unsupported type
+        raises :class:`~health_async.errors.InvalidArgumentType` (also a ``TypeError``). Messages never name the
+        file: file names can be personal data (the caller has the path; bulk results carry it as ``source``)."""
+        if filename is not None:
+            if not isinstance(filename, str):
+                raise InvalidArgumentType(f"filename must be a str, not {type(filename).__name__}")
+            if not _encodable(filename):
+                raise InvalidRequest("filename is not valid UTF-8 text (it holds a lone surrogate)")
         if isinstance(value, bytes | bytearray | memoryview):
-            view = memoryview(value).cast("B")
+            try:
+                view = memoryview(value).cast("B")
+            except TypeError:
+                raise InvalidArgumentType(f"{argument}: a memoryview must be C-contiguous") from None
+            except ValueError:
+                raise InvalidRequest(f"{argument}: the memoryview is released") from None
             return cls(name=filename or "file", size=view.nbytes, data=view)
         if isinstance(value, str | os.PathLike):
-            path = Path(value)
-            if not _encodable(path.name):
+            path, size = _inspect_path(value, argument)
+            if not filename and not _encodable(path.name):
                 # bytes that are not UTF-8 in the name (kept by Python as surrogates): it cannot go in the upload's
                 # headers, and renaming it here would hide which file it was
-                raise ValueError("the upload file's name is not valid UTF-8: rename the file")
-            if not path.is_file():
-                if not path.exists():
-                    raise FileNotFoundError("the upload file does not exist")
-                raise ValueError("the upload path is not a regular file")
-            if not os.access(path, os.R_OK):
-                raise PermissionError("the upload file is not readable")
-            return cls(name=filename or path.name, size=path.stat().st_size, path=path)
+                raise InvalidRequest(f"{argument}: the file name is not valid UTF-8: rename the file")
+            return cls(name=filename or path.name, size=size, path=path)
         if hasattr(value, "read"):
             if isinstance(value, io.TextIOBase):  # type: ignore[unreachable]
-                raise InvalidArgumentType("upload file objects must be opened in binary mode ('rb')")
-            start = value.tell() if value.seekable() else 0
-            try:
-                size = os.fstat(value.fileno()).st_size - start
-            except (OSError, AttributeError, io.UnsupportedOperation):
-                if not value.seekable():
-                    raise ValueError("a non-seekable upload file object needs to be passed as bytes") from None
-                size = value.seek(0, io.SEEK_END) - start
-                value.seek(start)
+                raise InvalidArgumentType(f"{argument}: upload file objects must be opened in binary mode ('rb')")
+            start, size = _inspect_fileobj(value, argument)
             raw_name = getattr(value, "name", None)
-            name = filename or (Path(raw_name).name if isinstance(raw_name, str) else "file")
+            name = filename or (Path(raw_name).name if isinstance(raw_name, str) and raw_name else "file")
+            if not _encodable(name):
+                raise InvalidRequest(f"{argument}: the file object's name is not valid UTF-8")
             return cls(name=name, size=size, fileobj=value, start=start)
-        raise InvalidArgumentType(f"cannot upload a {type(value).__name__}: pass a path, bytes or a binary file object")
+        raise InvalidArgumentType(
+            f"{argument}: cannot upload a {type(value).__name__}: pass a path, bytes or a binary file object"
+        )
 
     @property
     def rereadable(self) -> bool:
@@ -122,6 +130,63 @@ class FileSource:
             self._fileobj.seek(self._start)
         async for chunk in _read_chunks(self._fileobj, chunk_size, self.size):
             yield chunk
+
+
+def _inspect_path(value: str | os.PathLike[str], argument: str) -> tuple[Path, int]:
+    """The path and size of a regular, readable file, or :class:`InvalidRequest` naming ``argument`` and the
+    reason (never the path: the OS's own messages carry it, so they are not passed on)."""
+    raw = os.fspath(value)
+    if not isinstance(raw, str):
+        raise InvalidArgumentType(f"{argument}: a path must be a str or os.PathLike[str], not bytes")
+    if "\x00" in raw:
+        raise InvalidRequest(f"{argument}: the path contains a NUL character")
+    path = Path(raw)
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise InvalidRequest(f"{argument}: the upload file does not exist") from None
+    except PermissionError:
+        raise InvalidRequest(f"{argument}: the upload file is not readable (permission denied)") from None
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise InvalidRequest(f"{argument}: the path is too long") from None
+        raise InvalidRequest(f"{argument}: the upload file cannot be used: {exc.strerror or 'OS error'}") from None
+    except ValueError:  # any other path the OS layer refuses outright
+        raise InvalidRequest(f"{argument}: the path cannot be used") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InvalidRequest(f"{argument}: the upload path is a directory, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidRequest(f"{argument}: the upload path is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise InvalidRequest(f"{argument}: the upload file is not readable (permission denied)")
+    return path, info.st_size
+
+
+def _inspect_fileobj(value: BinaryIO, argument: str) -> tuple[int, int]:
+    """Where a binary file object's content starts and how many bytes follow, or :class:`InvalidRequest`."""
+    if getattr(value, "closed", False):
+        raise InvalidRequest(f"{argument}: the file object is closed")
+    try:
+        readable = getattr(value, "readable", None)
+        can_read = True if readable is None else bool(readable())
+        seekable = value.seekable()
+        start = value.tell() if seekable else 0
+    except (OSError, ValueError):  # closed under us, or a broken stream; its message may carry the name
+        raise InvalidRequest(f"{argument}: the file object cannot be read") from None
+    if not can_read:
+        raise InvalidRequest(f"{argument}: the file object is not open for reading")
+    try:
+        return start, os.fstat(value.fileno()).st_size - start
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        pass
+    if not seekable:
+        raise InvalidRequest(f"{argument}: a non-seekable file object needs to be passed as bytes")
+    try:
+        size = value.seek(0, io.SEEK_END) - start
+        value.seek(start)
+    except (OSError, ValueError):
+        raise InvalidRequest(f"{argument}: the file object cannot be read") from None
+    return start, size
 
 
 def _read_at(path: Path, offset: int, size: int) -> bytes:

@@ -443,8 +443,8 @@ def test_one_bad_file_never_stops_upload_many(
     assert set(by_file) == {"good.pdf", "bad\\xff.pdf", "vanished.pdf", "fifo.pdf"}  # the bad name escaped
     assert "document_id" in by_file["good.pdf"]
     assert "not valid UTF-8" in by_file["bad\\xff.pdf"]["error"]["message"]
-    assert by_file["vanished.pdf"]["error"]["message"] == "the upload file does not exist"
-    assert by_file["fifo.pdf"]["error"]["message"] == "the upload path is not a regular file"
+    assert by_file["vanished.pdf"]["error"]["message"] == "file: the upload file does not exist"
+    assert by_file["fifo.pdf"]["error"]["message"] == "file: the upload path is not a regular file"
     assert server.calls("upload") == 1
 
 

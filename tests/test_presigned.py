@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import io
 import logging
+import os
 import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -382,6 +383,32 @@ async def test_unusable_batch_answer(entry: dict[str, Any], client: HealthClient
     assert "example.com" not in str(info.value) and "127.0.0.1" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "host",
+    [
+        "[bad",  # urlsplit: unclosed IPv6 bracket (ValueError)
+        "ex\uff03ample.com",  # urlsplit: a fullwidth '#' (ValueError)
+        "ex\u00e9.com",  # non-ASCII: yarl would raise UnicodeEncodeError
+        "a..b",  # an empty label: the resolver's idna codec would raise UnicodeError
+        "a" * 64 + ".com",  # a label over 63 characters: likewise
+    ],
+)
+async def test_a_storage_form_url_that_is_not_a_url_is_the_services_fault(
+    host: str, client: HealthClient, server: FakeHealthServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "X-Amz-Signature=SECRET-SIGNATURE-0123456789"
+    url = f"https://{host}/bucket/key?{secret}"
+    entry = {"document_id": "d1", "forms": [{"url": url, "fields": {"k": "v"}}]}
+    server.inject("presigned_batch", Fault(status=200, body={"batch_response": [entry]}, times=1))
+    caplog.set_level(logging.DEBUG, logger="health_async")
+    with pytest.raises(ResponseValidationError, match="storage form URL") as info:
+        await client.documents.create(pdf())
+    assert server.calls("storage_form") == 0
+    assert info.value.__cause__ is None
+    shown = str(info.value) + repr(info.value) + caplog.text + repr(info.value.__context__)
+    assert "SECRET-SIGNATURE" not in shown and host not in shown
+
+
 async def test_at_most_five_batches_at_a_time(client: HealthClient, server: FakeHealthServer) -> None:
     server.inject("storage_form", Fault(latency=0.05))
     results = await asyncio.gather(*(client.documents.create(pdf()) for _ in range(7)))
@@ -450,6 +477,112 @@ async def test_upload_still_refuses_what_cannot_go_presigned(
     with pytest.raises(FileTooLarge):
         await client.documents.upload(big, **kwargs)
     assert nothing_sent(server)
+
+
+# ------------------------------------------------------------------------------------------------ bad file inputs
+
+#: A file name that is personal data: no refusal may show it.
+PATIENT = "Asha_Verma_discharge"
+
+BAD_INPUTS = ["missing", "directory", "fifo", "unreadable", "nul", "too_long", "name_not_utf8", "closed", "write_only"]
+
+
+def bad_input(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str, str]:
+    """A file input of ``kind`` that cannot be uploaded, the reason its refusal must give, and its path."""
+    folder = tmp_path / kind / PATIENT
+    folder.mkdir(parents=True)
+    path = folder / f"{PATIENT}.pdf"
+    if kind == "missing":
+        return path, "does not exist", str(path)
+    if kind == "directory":
+        return folder, "is a directory", str(folder)
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would block for ever
+        return path, "not a regular file", str(path)
+    path.write_bytes(pdf())
+    if kind == "unreadable":  # permission bits do not stop root: refuse as the OS would for others
+        monkeypatch.setattr("health_async._files.os.access", lambda *_: False)
+        return path, "not readable", str(path)
+    if kind == "nul":
+        return f"{folder}/{PATIENT}\x00.pdf", "NUL", str(folder)
+    if kind == "too_long":
+        long = f"{folder}/{PATIENT}{'x' * 5000}.pdf"
+        return long, "too long", long
+    if kind == "name_not_utf8":
+        raw = os.fsencode(folder) + b"/" + PATIENT.encode() + b"\xff.pdf"
+        with open(raw, "wb") as fh:
+            fh.write(pdf())
+        return os.fsdecode(raw), "not valid UTF-8", os.fsdecode(raw)
+    if kind == "closed":
+        closed = path.open("rb")
+        closed.close()
+        return closed, "closed", str(path)
+    return path.open("ab"), "not open for reading", str(path)
+
+
+def refusal_hides_the_file(message: str, shown: str) -> bool:
+    return PATIENT not in message and shown not in message and "\\x" not in message
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+async def test_upload_refuses_a_bad_file_with_invalid_request_and_sends_nothing(
+    kind: str, client: HealthClient, server: FakeHealthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value, reason, shown = bad_input(kind, tmp_path, monkeypatch)
+    try:
+        with pytest.raises(InvalidRequest) as caught:
+            await client.documents.upload(value)
+    finally:
+        if hasattr(value, "close"):
+            value.close()
+    message = str(caught.value)
+    assert type(caught.value) is InvalidRequest
+    assert message.startswith("file: ") and reason in message, message
+    assert refusal_hides_the_file(message, shown), message
+    assert nothing_sent(server) and server.requests == []
+
+
+@pytest.mark.parametrize("kind", BAD_INPUTS)
+async def test_create_refuses_a_bad_file_with_invalid_request_and_sends_nothing(
+    kind: str, client: HealthClient, server: FakeHealthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    value, reason, shown = bad_input(kind, tmp_path, monkeypatch)
+    try:
+        with pytest.raises(InvalidRequest) as alone:
+            await client.documents.create(value)
+        with pytest.raises(InvalidRequest) as second:
+            await client.documents.create([pdf(), value])
+    finally:
+        if hasattr(value, "close"):
+            value.close()
+    assert str(alone.value).startswith("files: ") and reason in str(alone.value)
+    assert str(second.value).startswith("files[1]: ") and reason in str(second.value)
+    assert all(refusal_hides_the_file(str(exc.value), shown) for exc in (alone, second))
+    assert nothing_sent(server) and server.requests == []
+
+
+@pytest.mark.parametrize("name", ["a\udcff.pdf", f"{PATIENT}\udcff.pdf"])
+async def test_upload_refuses_a_filename_that_is_not_utf8(
+    name: str, client: HealthClient, server: FakeHealthServer
+) -> None:
+    with pytest.raises(InvalidRequest, match=r"^filename is not valid UTF-8") as caught:
+        await client.documents.upload(pdf(), filename=name)
+    assert refusal_hides_the_file(str(caught.value), name)
+    assert nothing_sent(server)
+
+
+async def test_upload_many_reports_each_bad_file_as_invalid_request(
+    client: HealthClient, server: FakeHealthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = tmp_path / "good.pdf"
+    good.write_bytes(pdf())
+    kinds = ["missing", "directory", "nul", "too_long", "name_not_utf8"]
+    bad = [bad_input(kind, tmp_path, monkeypatch)[0] for kind in kinds]
+    outcomes = [outcome async for outcome in client.documents.upload_many([good, *bad], ordered=True)]
+    assert [outcome.ok for outcome in outcomes] == [True] + [False] * len(kinds)
+    assert all(type(outcome.error) is InvalidRequest for outcome in outcomes[1:])
+    assert all(PATIENT not in str(outcome.error) for outcome in outcomes[1:])
+    assert server.calls("upload") == 1
 
 
 # ------------------------------------------------------------------------------------------------ memory

@@ -75,7 +75,7 @@ async def test_upload_input_errors_are_raised_before_sending(serve: Serve, tmp_p
     async with client(url, max_upload_size=1024) as c:
         with pytest.raises(ha.FileTooLarge):
             await c.documents.upload(big)
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(ha.InvalidRequest, match="does not exist"):
             await c.documents.upload(tmp_path / "missing.pdf")
         with pytest.raises(ValueError, match="task"):
             await c.documents.upload(b"x", tasks=["Bad Task"])
@@ -210,11 +210,11 @@ async def test_unreadable_and_non_file_upload_paths_are_refused(
     locked = tmp_path / "locked.pdf"
     locked.write_bytes(b"%PDF")
     async with client(url) as c:
-        with pytest.raises(ValueError, match="not a regular file"):
+        with pytest.raises(ha.InvalidRequest, match=r"^file: the upload path is a directory"):
             await c.documents.upload(tmp_path)
         # Permission bits do not stop root, so the check is exercised through os.access itself.
         monkeypatch.setattr("health_async._files.os.access", lambda *_: False)
-        with pytest.raises(PermissionError, match="not readable"):
+        with pytest.raises(ha.InvalidRequest, match=r"^file: the upload file is not readable"):
             await c.documents.upload(locked)
     assert seen == []
 

@@ -164,16 +164,19 @@ def code_value(name: str, value: str) -> str:
 
 def as_sources(files: FileInput | Sequence[FileInput]) -> list[FileSource]:
     """One :class:`FileSource` per file: ``files`` is one file (a path, bytes, a binary file object) or a
-    list/tuple of them (the pages of one document)."""
+    list/tuple of them (the pages of one document). A bad file raises :class:`InvalidRequest` naming ``files``
+    (``files[i]`` in a list) and the reason, never the file (:meth:`FileSource.from_input`)."""
     if isinstance(files, list | tuple):
         items: Sequence[FileInput] = files
+        names = [f"files[{i}]" for i in range(len(items))]
     else:
         items = (files,)  # type: ignore[assignment]
+        names = ["files"]
     if not items:
         raise InvalidRequest("create needs at least one file")
     if len(items) > MAX_FILES:
         raise InvalidRequest(f"a document may have at most {MAX_FILES} files, got {len(items)}")
-    return [FileSource.from_input(item) for item in items]
+    return [FileSource.from_input(item, argument=name) for item, name in zip(items, names, strict=True)]
 
 
 async def prepare(sources: Sequence[FileSource]) -> str:
@@ -312,9 +315,11 @@ async def _declare(
     for form in answer.forms:
         try:
             normalize_base_url(form.url, name="the storage form URL")
-        except InvalidRequest:
+        except ValueError:  # InvalidRequest, or anything else the URL's parsing raises: the service's fault
+            # never the URL or the check's message: its query may carry the presigned signature, a credential
             raise ResponseValidationError(
-                "create: the storage form URL the service gave is not usable (it must be https://, with a host)"
+                "create: the storage form URL the service gave is not usable (it must be a valid https:// URL, "
+                "with a host name or IP address)"
             ) from None
     return answer.document_id, answer.forms
 

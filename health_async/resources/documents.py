@@ -220,7 +220,12 @@ class Documents(Resource):
             FileTooLarge: over ``max_upload_size`` and not a PDF of up to 25 MiB (or encryption is on); nothing
                 is sent.
             UploadFailed: (presigned route) the service refused the document, or the file could not be stored.
-            FileNotFoundError, PermissionError, TypeError, ValueError: bad input; nothing is sent.
+            InvalidRequest: bad input, nothing sent: ``file`` does not exist, is a directory or not a regular file,
+                is not readable (permissions included), is a path too long or holding a NUL, is a closed, write-only
+                or non-seekable file object, or is empty; its name or ``filename`` is not valid UTF-8; a bad task,
+                ``document_type`` or ``encrypt`` without a key. The message names the argument and the reason,
+                never the path or file name. :class:`~health_async.errors.InvalidArgumentType` (also a
+                ``TypeError``) for an unsupported type of ``file`` or ``filename``.
         """
         if wait:
             wait_user = self._required_user_id(user_id)
@@ -597,7 +602,12 @@ class Documents(Resource):
 
         Raises:
             InvalidRequest: a limit or value rule broken (the message names the file index and the rule);
-                :class:`FileTooLarge` for a size; no user id. Nothing is sent.
+                :class:`FileTooLarge` for a size; no user id; a file that cannot be used (``files``/``files[i]``
+                does not exist, is a directory or not a regular file, is not readable, is a path too long or holding
+                a NUL, is a closed or write-only file object, or has a name that is not valid UTF-8: the message
+                names the argument and the reason, never the path or file name;
+                :class:`~health_async.errors.InvalidArgumentType`, also a ``TypeError``, for an unsupported type).
+                Nothing is sent.
             UploadFailed: the service refused the document (``code`` from its ``error_details``), or a file could
                 not be stored after the retries (``file_index`` says which; the document id is in the message).
             OutcomeUnknown: the declaring POST failed in a way that leaves unknown whether the document exists.
