@@ -67,6 +67,7 @@ __all__ = [
     "Rule",
     "as_text",
     "empty_is_none",
+    "epoch_datetime",
     "fast_decoder",
     "instant",
     "iso_instant",
@@ -368,6 +369,30 @@ def iso_instant(text: str | None) -> dt.datetime | None:
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
+#: An epoch number above this is taken as milliseconds (as some services send), at or below it as seconds: the
+#: library's one rule for epochs (also :func:`instant`'s). Seconds above it would be after the
+#: year 5138.
+MILLISECONDS_ABOVE: Final = 100_000_000_000
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def epoch_datetime(epoch: object) -> dt.datetime | None:
+    """An epoch number as an aware UTC datetime: seconds, or milliseconds above :data:`MILLISECONDS_ABOVE`
+    (negative numbers are seconds before 1970). ``None`` when absent, not a number (``bool`` included, or not
+    finite), or out of ``datetime``'s range (years 1 to 9999): the tolerant reading of a value a service sent, so a
+    property built on it never raises. The same on every platform (no ``fromtimestamp``, whose range is the C
+    library's)."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int | float):
+        return None
+    try:
+        if epoch > MILLISECONDS_ABOVE:
+            return _EPOCH + dt.timedelta(milliseconds=epoch)
+        return _EPOCH + dt.timedelta(seconds=epoch)
+    except (OverflowError, ValueError):  # out of range; a float's nan or inf
+        return None
+
+
 def instant(value: Any, label: str) -> dt.datetime | None:
     """The rule of a time field (``wire(parse=instant)``): ISO 8601 text (see :func:`iso_instant`) or epoch
     seconds (milliseconds recognised) as an aware datetime; ``None`` and ``""`` are none; anything else (a negative
@@ -379,12 +404,10 @@ def instant(value: Any, label: str) -> dt.datetime | None:
         if when is None:
             raise Invalid(label)
         return when
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        seconds = value / 1000 if value > 100_000_000_000 else value
-        try:
-            return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
-        except (OverflowError, OSError, ValueError):
-            raise Invalid(label) from None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        when = epoch_datetime(value)
+        if when is not None:
+            return when
     raise Invalid(label)
 
 

@@ -58,7 +58,7 @@ from aiohttp import web
 from . import _json
 from ._config import finite
 from ._logging import logger
-from ._wire import WireEnum, structure
+from ._wire import WireEnum, epoch_datetime, structure
 from .errors import HealthError, InvalidRequest, OutcomeUnknown, WebhookSignatureError
 from .models._abdm import HealthDataRequest, LinkResult
 from .models._abdm_events import EVENT_PAYLOADS, AbdmPayload, ProfileShare
@@ -501,12 +501,7 @@ def _time(value: Any) -> dt.datetime | None:
 
 
 def _datetime(epoch: int) -> dt.datetime | None:
-    if epoch > 100_000_000_000:  # milliseconds
-        epoch //= 1000
-    try:
-        return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
+    return epoch_datetime(epoch)  # the library's one rule: seconds, or milliseconds; None when out of range
 
 
 # ----------------------------------------------------------------------------------------------- replays

@@ -110,6 +110,10 @@ async def test_create_is_retried_as_idempotent(client: HealthClient, server: Fak
         {"display_name": "Fever", "occurred_at": WHEN, "partner_meta": {1: "x"}},
         {"display_name": "Fever", "occurred_at": WHEN, "case_type": "O\nP"},
         {"display_name": "Fever", "occurred_at": WHEN, "user_id": None},
+        {"display_name": "Fever", "occurred_at": 10**16},  # milliseconds past the year 9999
+        {"display_name": "Fever", "occurred_at": -(10**14)},  # seconds before the year 1
+        {"display_name": "Fever", "occurred_at": 10**20},
+        {"display_name": "Fever", "occurred_at": dt.datetime(6000, 1, 1, tzinfo=dt.UTC)},  # reads back as ms
     ],
 )
 async def test_create_refuses_bad_input_before_sending(
@@ -118,6 +122,22 @@ async def test_create_refuses_bad_input_before_sending(
     with pytest.raises(InvalidRequest):
         await client.cases.create(**kwargs)
     assert server.calls("case_create") == 0
+
+
+async def test_occurred_at_in_milliseconds_is_sent_as_seconds_and_read_back(
+    client: HealthClient, server: FakeHealthServer
+) -> None:
+    """The library's rule for epochs: an int above 10**11 is milliseconds. It used to be sent as it was, and the
+    listed case's ``occurred`` then raised ValueError (year 55840)."""
+    case_id = await client.cases.create(display_name="Leg injury", occurred_at=1_700_000_000_123)
+    assert last_json(server, "case_create")["occurred_at"] == 1_700_000_000
+    (case,) = [c for c in await all_cases(client) if c.case_id == case_id]
+    assert case.occurred == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
+    await client.cases.update(case_id, occurred_at=1_600_000_000_000)
+    assert last_json(server, "case_update")["occurred_at"] == 1_600_000_000
+    with pytest.raises(InvalidRequest, match="out of range"):
+        await client.cases.update(case_id, occurred_at=10**16)
+    assert server.calls("case_update") == 1
 
 
 @pytest.mark.parametrize(

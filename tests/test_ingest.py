@@ -9,14 +9,14 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from health_async import ClientClosedError, HealthClient, InvalidRequest, RetryPolicy, cli
+from health_async import ClientClosedError, HealthClient, InvalidArgumentType, InvalidRequest, RetryPolicy, cli
 from health_async.ingest import (
     Engine,
     IngestJob,
@@ -493,6 +493,59 @@ async def test_unusable_inputs_are_refused_before_anything_is_sent(
     with pytest.raises(InvalidRequest, match="does not exist"):
         await IngestJob.status(tmp_path / "nope.db")
     assert server.calls("describe") == 0 and not out.exists()
+
+
+async def test_paths_of_a_wrong_type_or_with_a_nul_are_refused_before_anything_happens(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    """They raised TypeError (a path that is not a str) or ValueError (a NUL) from os or sqlite3."""
+    ids_file = write_ids(tmp_path, doc_ids(server)[:2])
+    out = tmp_path / "o.jsonl"
+    bad: Any = 5
+    makers: list[Callable[[], IngestJob]] = [
+        lambda: IngestJob.describe(bad, out=out, client=client),
+        lambda: IngestJob.describe(None, out=out, client=client),  # type: ignore[arg-type]
+        lambda: IngestJob.describe(ids_file, out=bad, client=client),
+        lambda: IngestJob.upload(ids_file, out=out, journal=bad, client=client),
+        lambda: IngestJob.describe(ids_file, out=os.fsencode(out), client=client),  # type: ignore[arg-type]
+    ]
+    for make in makers:
+        with pytest.raises(InvalidArgumentType):
+            make()
+    for status in (IngestJob.status(bad), IngestJob.reconcile(bad, client=client)):
+        with pytest.raises(InvalidArgumentType, match="journal must be a str"):
+            await status
+    nul = str(tmp_path / "o\x00.jsonl")
+    for kwargs in ({"out": nul}, {"out": out, "journal": str(tmp_path / "j\x00.db")}):
+        with pytest.raises(InvalidRequest, match="NUL") as info:
+            await IngestJob.describe(ids_file, client=client, **kwargs).run()
+        assert str(tmp_path) not in str(info.value)  # the argument is named, never the path
+    with pytest.raises(InvalidRequest, match="NUL"):
+        await IngestJob.status(str(tmp_path / "j\x00.db"))
+    assert server.calls("describe") == 0 and os.listdir(tmp_path) == ["ids.txt"]
+
+
+def non_utf8_name(directory: Path, name: bytes) -> str:
+    """A path whose file name is not UTF-8 (a surrogate in the str); skips where the file system refuses one."""
+    path = os.fsdecode(os.fsencode(directory) + b"/" + name)
+    try:
+        open(path, "wb").close()
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses a file name that is not UTF-8")
+    os.unlink(path)
+    return path
+
+
+async def test_status_reads_a_journal_whose_name_is_not_utf8(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    """The run wrote it; status raised UnicodeEncodeError quoting the name for SQLite's URI."""
+    journal = non_utf8_name(tmp_path, b"j\xff.db")
+    ids_file = write_ids(tmp_path, doc_ids(server)[:3])
+    await IngestJob.describe(ids_file, out=tmp_path / "o.jsonl", journal=journal, client=client).run()
+    status = await IngestJob.status(journal)
+    assert (status.op, status.total, status.done) == ("describe", 3, 3)
+    assert sorted(os.listdir(os.fsencode(tmp_path))) == [b"ids.txt", b"j\xff.db", b"o.jsonl"]  # no other file
 
 
 async def test_a_journal_is_tied_to_its_job_and_output(

@@ -18,7 +18,8 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from health_async import HealthClient, InvalidRequest, RetryPolicy, cli
+from health_async import HealthClient, InvalidArgumentType, InvalidRequest, RetryPolicy, cli
+from health_async.errors import IngestOutputError
 from health_async.ingest import IngestJob, _export
 from health_async.ingest._export import DOCUMENT_COLUMNS, ITEM_COLUMNS, export
 from health_async.testing import FakeHealthServer
@@ -213,13 +214,15 @@ def test_every_journal_state_has_its_row(tmp_path: Path) -> None:
     assert rows["d1"]["document_date"] == "2023-11-14T22:13:20+00:00" and rows["d1"]["report_items"] == "3"
 
 
-def _synthetic_journal(tmp_path: Path, n: int) -> Path:
-    """A finished describe journal of ``n`` documents of 3 report items each, written directly."""
+def _synthetic_journal(tmp_path: Path, n: int, dates: list[int] | None = None) -> Path:
+    """A finished describe journal of ``n`` documents of 3 report items each, written directly (document ``i``
+    dated ``dates[i]``, else 1_700_000_000)."""
     out = tmp_path / "big.jsonl"
     item = {"name": "Hb", "value": "13.5", "unit": "g/dL", "range": "13-17", "flag": "NORMAL", "result_id": None}
     with open(out, "wb") as f:
         for i in range(n):
-            doc = {"document_id": f"d{i}", "document_type": "lr", "document_date_epoch": 1_700_000_000,
+            date = dates[i] if dates else 1_700_000_000
+            doc = {"document_id": f"d{i}", "document_type": "lr", "document_date_epoch": date,
                    "files": [{}], "smart_report": {"verified": [item, item], "unverified": [item]}}  # fmt: skip
             f.write(orjson.dumps({"key": f"d{i}", "index": i, "document": doc}) + b"\n")
     db = sqlite3.connect(tmp_path / "big.db")
@@ -232,6 +235,96 @@ def _synthetic_journal(tmp_path: Path, n: int) -> Path:
     db.commit()
     db.close()
     return tmp_path / "big.db"
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_document_dates_follow_the_models_epoch_rule(tmp_path: Path, suffix: str) -> None:
+    """Milliseconds are read as the models read them (a date in milliseconds raised ValueError: year 55840); a
+    date out of range is null, as ``Document.document_date`` is None."""
+    journal = _synthetic_journal(tmp_path, 4, [1_700_000_000, 1_700_000_000_250, 10**16, -(10**14)])
+    assert export(journal, tmp_path / f"r.{suffix}") == (4, 12)
+    if suffix == "csv":
+        dates = [_none(r["document_date"]) for r in read_csv(tmp_path / "r.csv")]
+    else:
+        dates = pq.read_table(tmp_path / "r.parquet").column("document_date").to_pylist()
+    assert dates == ["2023-11-14T22:13:20+00:00", "2023-11-14T22:13:20.250000+00:00", None, None]
+
+
+async def test_a_target_that_cannot_be_written_is_refused_and_leaves_nothing(
+    job: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A missing folder, a directory, a NUL or a wrong type: InvalidRequest before anything is written (they
+    raised FileNotFoundError, IsADirectoryError, ValueError, TypeError); no message shows the path."""
+    journal, _ = job
+    (tmp_path / "results.csv").mkdir()
+    (tmp_path / "other.items.csv").mkdir()
+    (tmp_path / "a-file").write_bytes(b"")
+    for to, match in (
+        (tmp_path / "missing" / "r.csv", "folder of the export file does not exist"),
+        (tmp_path / "a-file" / "r.csv", "folder of the export file does not exist"),
+        (tmp_path / "results.csv", "is a directory"),
+        (tmp_path / "other.csv", "is a directory"),  # its items table's name
+        (str(tmp_path / "r\x00.csv"), "to contains a NUL"),
+    ):
+        with pytest.raises(InvalidRequest, match=match) as info:
+            await IngestJob.export(journal, to)
+        assert str(tmp_path) not in str(info.value)
+    bad: Any = 5
+    with pytest.raises(InvalidArgumentType, match="to must be a str"):
+        await IngestJob.export(journal, bad)
+    with pytest.raises(InvalidArgumentType, match="journal must be a str"):
+        export(bad, tmp_path / "r.csv")
+    with pytest.raises(InvalidRequest, match="journal contains a NUL"):
+        await IngestJob.export(str(tmp_path / "j\x00.db"), tmp_path / "r.csv")
+    assert sorted(os.listdir(tmp_path)) == [
+        "a-file", "docs.jsonl", "ids.txt", "j.db", "other.items.csv", "results.csv"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_table_that_fails_to_be_written_is_ingest_output_error_and_nothing_is_published(
+    tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = _synthetic_journal(tmp_path, 3)
+    if os.path.exists("/dev/full"):  # a full disk: every write fails with ENOSPC
+        (tmp_path / f"r.items.{suffix}.partial").symlink_to("/dev/full")
+        with pytest.raises(IngestOutputError, match="could not be written") as info:
+            export(journal, tmp_path / f"r.{suffix}")
+        assert str(tmp_path) not in str(info.value)
+        assert not written(tmp_path) and not list(tmp_path.glob("r.*"))  # the link removed with the partial files
+    real = os.replace
+
+    def fail_second(src: Any, dst: Any) -> None:  # the first table renamed, the second refused
+        if str(dst).endswith(f".items.{suffix}"):
+            raise PermissionError(13, "Permission denied", str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_second)
+    with pytest.raises(IngestOutputError, match=r"\(Permission denied\); nothing was published"):
+        export(journal, tmp_path / f"r.{suffix}")
+    assert not list(tmp_path.glob("*.partial"))  # no .partial file is left behind
+
+
+def _non_utf8_name(directory: Path) -> str:
+    """``j\\xff.db`` in ``directory``: a file name that is not UTF-8 (a surrogate in the str); skips where the file
+    system refuses one."""
+    path = os.fsdecode(os.fsencode(directory) + b"/j\xff.db")
+    try:
+        open(path, "wb").close()
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses a file name that is not UTF-8")
+    os.unlink(path)
+    return path
+
+
+async def test_a_journal_whose_name_is_not_utf8_is_exported(server: FakeHealthServer, tmp_path: Path) -> None:
+    """``quote`` of its name for SQLite's URI raised UnicodeEncodeError."""
+    journal = _non_utf8_name(tmp_path)
+    user = server.data.user_ids[0]
+    (tmp_path / "ids.txt").write_text("\n".join(server.data.document_ids(user)[:3]) + "\n")
+    async with HealthClient(base_url=server.url, token=server.token, user_id=user, retry=NO_RETRY) as client:
+        await IngestJob.describe(tmp_path / "ids.txt", out=tmp_path / "o.jsonl", journal=journal, client=client).run()
+    assert (await IngestJob.export(journal, tmp_path / "r.csv"))[0] == 3
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import json
 import logging
 import random
 from typing import Any
@@ -105,6 +106,38 @@ def test_vendor_document_example() -> None:
     assert [f.file_type for f in doc.files] == [FileType.IMG, FileType.PDF]
     assert doc.files[1].asset_url is not None and doc.files[1].asset_url.endswith(".pdf")
     assert doc.smart_report is None  # the example has none
+
+
+@pytest.mark.parametrize(
+    ("epoch", "expected"),
+    [
+        (1_614_556_800, dt.datetime(2021, 3, 1, tzinfo=dt.UTC)),  # seconds
+        (1_614_556_800_250, dt.datetime(2021, 3, 1, 0, 0, 0, 250_000, tzinfo=dt.UTC)),  # milliseconds
+        (-86_400, dt.datetime(1969, 12, 31, tzinfo=dt.UTC)),  # before 1970: seconds
+        (100_000_000_000, dt.datetime(5138, 11, 16, 9, 46, 40, tzinfo=dt.UTC)),  # the last value read as seconds
+        (253_402_300_799_999, dt.datetime(9999, 12, 31, 23, 59, 59, 999_000, tzinfo=dt.UTC)),
+        (253_402_300_800_000, None),  # past datetime's range (it raised ValueError)
+        (10**16, None),  # ValueError: year 318857 is out of range
+        (10**20, None),  # OSError: value too large
+        (-(10**14), None),  # ValueError: year -3166904 is out of range
+        (None, None),
+    ],
+)
+def test_epoch_properties_read_seconds_or_milliseconds_and_never_raise(
+    epoch: int | None, expected: dt.datetime | None
+) -> None:
+    """Document.document_date and Case.occurred follow one rule (seconds, or milliseconds above 10**11), and a
+    value out of datetime's range reads as None: the service's value stays as sent."""
+    body = json.dumps({"document_id": "d1", "document_date_epoch": epoch}).encode()
+    fast = decode_document(body)
+    if epoch is None or abs(epoch) < 2**63:
+        assert fast is not None  # the fast decode still takes it (the field keeps its plain int type)
+    for doc in (fast or structure_document(json.loads(body)), structure_document(json.loads(body))):
+        assert doc.document_date_epoch == epoch
+        assert doc.document_date == expected
+    case = structure({"id": "C1", "item": {"occurred_at": epoch}}, ha.Case)
+    assert case.occurred_at == epoch
+    assert case.occurred == expected
 
 
 def test_document_id_in_body_wins_over_the_requested_one() -> None:

@@ -15,6 +15,7 @@ column              type      meaning
                               upload whose processing failed under ``--wait``); null if none
 ``document_type``   string    type code such as ``lr``; null if not known
 ``document_date``   string    the document's date, ISO 8601 UTC (``2024-03-01T00:00:00+00:00``); null if none
+                              or out of range (as :attr:`~health_async.models.Document.document_date`)
 ``files``           int64     number of files of the document (describe); null otherwise
 ``report_items``    int64     number of smart-report items (rows of the second table); null: no smart report
 ``error_type``      string    the error's class (``DocumentNotFound``, ``ServerError``, ...); null when done
@@ -64,7 +65,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
-import datetime as dt
 import os
 import sqlite3
 import threading
@@ -73,9 +73,10 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from .. import _json
-from ..errors import InvalidRequest
+from .._wire import epoch_datetime
+from ..errors import IngestOutputError, InvalidRequest
 from ..models import ResultFlag
-from ._journal import read_connection
+from ._journal import check_path, read_connection
 
 __all__ = [
     "BATCH",
@@ -132,22 +133,31 @@ def export(
 ) -> tuple[int, int]:
     """Write the two tables of the job behind ``journal``; returns (document rows, report item rows).
 
-    Raises :class:`~health_async.errors.InvalidRequest` before writing anything for an unknown format, a file
-    that is not an ingest journal, a missing or shortened output file, a target that is the journal or its output,
-    or ``parquet`` without ``pyarrow``; and, leaving no table behind, for an output file changed outside the job,
+    Raises :class:`~health_async.errors.InvalidRequest` before writing anything for an unknown format, a path
+    that is not a ``str`` or ``os.PathLike`` (:class:`~health_async.errors.InvalidArgumentType`) or has a NUL
+    character, a file that is not an ingest journal, a missing or shortened output file, a target that is the
+    journal or its output, a target that is a directory or in a folder that does not exist, or ``parquet`` without
+    ``pyarrow``; and, leaving no table behind, for an output file changed outside the job,
+    :class:`~health_async.errors.IngestOutputError` when a table cannot be written (no permission, a full disk),
     and :class:`ExportStopped` when ``stop()`` returns true (asked every :data:`STOP_EVERY` rows and before
-    publishing; from another thread, pass ``threading.Event().is_set``)."""
-    target = Path(to)
+    publishing; from another thread, pass ``threading.Event().is_set``). No message shows a path."""
+    journal, target = check_path("journal", journal), Path(check_path("to", to))
     kind = str(format).lower() if format is not None else target.suffix.lstrip(".").lower()
     if kind not in ("csv", "parquet"):
         raise InvalidRequest("export writes .csv or .parquet (give a name with that suffix, or format=)")
     items_path = target.with_name(f"{target.stem}.items.{kind}")
     with _open_journal(journal) as db:
         out_path, offset = _output_of(db)
-        _check_targets((target, items_path), [os.fspath(journal), *([out_path] if out_path else [])])
+        _check_targets((target, items_path), [journal, *([out_path] if out_path else [])])
         documents, items = _tables(db, out_path, offset)
         write = _write_csv if kind == "csv" else _write_parquet
-        return write(target, items_path, _batches(documents, items, stop or _never))
+        try:
+            return write(target, items_path, _batches(documents, items, stop or _never))
+        except OSError as exc:  # the tables' own files (reading the output raises InvalidRequest)
+            reason = exc.strerror or type(exc).__name__  # never the path
+            raise IngestOutputError(
+                f"export: the tables could not be written ({reason}); nothing was published"
+            ) from None
 
 
 async def export_in_thread(
@@ -161,6 +171,7 @@ async def export_in_thread(
     files removed, nothing published), still waiting through a second cancellation, and re-raises the
     :class:`asyncio.CancelledError`. A cancellation after the export's last ask of ``stop`` finds both tables
     published; it is raised all the same."""
+    check_path("journal", journal), check_path("to", to)  # a wrong argument before the thread starts
     stop = threading.Event()
     thread = asyncio.ensure_future(asyncio.to_thread(export, journal, to, format=format, stop=stop.is_set))
     try:
@@ -213,11 +224,16 @@ def _output_of(db: sqlite3.Connection) -> tuple[str | None, int]:
 
 
 def _check_targets(targets: tuple[Path, Path], protected: list[str]) -> None:
-    """Refuse to write over the journal (or its WAL files) or the output it vouches for."""
+    """Refuse to write over the journal (or its WAL files) or the output it vouches for, or a directory (the
+    rename that publishes a table would fail after all the work), or into a folder that does not exist."""
     keep = {os.path.realpath(p) for base in protected for p in (base, base + "-wal", base + "-shm")}
     for path in targets:
         if os.path.realpath(path) in keep or os.path.realpath(_partial(path)) in keep:
             raise InvalidRequest("the export would write over the journal or its output file: give another name")
+        if os.path.isdir(path) or os.path.isdir(_partial(path)):
+            raise InvalidRequest("the export path (or its items table's) is a directory: give a file name")
+        if not os.path.isdir(path.parent):
+            raise InvalidRequest("the folder of the export file does not exist")
 
 
 def _tables(db: sqlite3.Connection, out_path: str | None, offset: int) -> tuple[Iterator[Row], list[Row]]:
@@ -227,7 +243,11 @@ def _tables(db: sqlite3.Connection, out_path: str | None, offset: int) -> tuple[
     def documents() -> Iterator[Row]:
         if offset:
             assert out_path is not None  # _output_of checked it
-            with open(out_path, "rb") as out:
+            try:
+                out = open(out_path, "rb")
+            except OSError as exc:
+                raise InvalidRequest(f"the output file cannot be read ({exc.strerror})") from None
+            with out:
                 read = 0
                 for raw in out:
                     if read >= offset:  # the committed part only: past it is a tail or a half-written batch
@@ -271,8 +291,8 @@ def _done_row(line: dict[str, Any], items: list[Row]) -> Row:
                     (doc.get("document_id"), item.get("name"), item.get("value"), item.get("unit"),
                      item.get("range"), flag, verified)
                 )  # fmt: skip
-        date = doc.get("document_date_epoch")
-        iso = None if date is None else dt.datetime.fromtimestamp(int(date), dt.UTC).isoformat()
+        date = epoch_datetime(doc.get("document_date_epoch"))  # the model's rule: None when out of range
+        iso = None if date is None else date.isoformat()
         files = doc.get("files")
         return (key, index, "done", doc.get("document_id"), doc.get("document_type"), iso,
                 len(files) if isinstance(files, list) else None, count if report else None, None, None)  # fmt: skip
@@ -315,17 +335,18 @@ def _partial(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _published(*paths: Path) -> Iterator[tuple[Path, ...]]:
-    """Temporary names for ``paths``, renamed over them when the block ends without error, else removed."""
+    """Temporary names for ``paths``, renamed over them when the block ends without error, else removed (also
+    those left when a rename fails)."""
     partials = tuple(_partial(p) for p in paths)
     try:
         yield partials
+        for partial, path in zip(partials, paths, strict=True):
+            os.replace(partial, path)
     except BaseException:
         for partial in partials:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
         raise
-    for partial, path in zip(partials, paths, strict=True):
-        os.replace(partial, path)
 
 
 def _write_csv(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:

@@ -18,7 +18,7 @@ from . import _export
 from ._engine import ClientFactory, Engine, LocalEngine
 from ._export import ExportFormat
 from ._input import check_input, input_mark, read_input
-from ._journal import UNKNOWN, IngestStatus, Journal, ScanResult
+from ._journal import UNKNOWN, IngestStatus, Journal, ScanResult, check_path
 from ._links import LinkRow
 from ._work import JobSpec, WorkItem, WorkResult
 
@@ -233,6 +233,8 @@ class IngestJob:
     ) -> None:
         if op not in ("describe", "upload", "link"):
             raise InvalidRequest("op must be 'describe', 'upload' or 'link'")
+        source, out = check_path("source", source), check_path("out", out)
+        journal = check_path("journal", journal) if journal is not None else None
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise InvalidRequest("concurrency must be a positive int")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -261,10 +263,10 @@ class IngestJob:
             raise InvalidRequest("hip_id must be a non-empty string")
         reupload_unknown = bool(reupload_unknown or relink_unknown)
         self.op: Op = op
-        self.source = os.fspath(source)
+        self.source = source
         self._source_path = os.path.abspath(self.source)  # kept in the journal (ingest reconcile reads it)
-        self.out = os.fspath(out)
-        self.journal_path = os.fspath(journal) if journal is not None else self.out + ".ingest.db"
+        self.out = out
+        self.journal_path = journal if journal is not None else self.out + ".ingest.db"
         self.spec = JobSpec(
             op=op,
             concurrency=concurrency,

@@ -32,7 +32,7 @@ from typing import IO, Any, Final, NamedTuple, TypeVar
 import attrs
 
 from .. import _json
-from ..errors import IngestOutputError, InvalidRequest
+from ..errors import IngestOutputError, InvalidArgumentType, InvalidRequest
 from ._links import BUSY_TIMEOUT_MS
 from ._work import WorkResult
 
@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - Windows: no lock, one run at a time is then the user's care
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["IngestStatus", "Journal", "ScanResult", "TodoRow"]
+__all__ = ["IngestStatus", "Journal", "ScanResult", "TodoRow", "check_path"]
 
 T = TypeVar("T")
 
@@ -126,7 +126,7 @@ class Journal:
     """The journal file and the output file of one job, used from one thread (see :meth:`call`)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        self.path = os.path.abspath(check_path("journal", path))
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="health-async-journal")
         self._db: sqlite3.Connection | None = None
         self._out: IO[bytes] | None = None
@@ -223,7 +223,7 @@ class Journal:
 
         Then lock the output (one run at a time) and open it at the committed offset.
         """
-        out = os.path.abspath(out)
+        out = os.path.abspath(check_path("out", out))
         old_op, old_out = self.meta("op"), self.meta("out")
         if old_op is not None and old_op != op:
             raise InvalidRequest(f"the journal belongs to an ingest {old_op} job, not {op}")
@@ -575,6 +575,20 @@ def _complete_lines(data: bytes) -> Iterator[bytes]:
         start = end + 1
 
 
+def check_path(name: str, value: object) -> str:
+    """A path argument of the ingest API as a ``str``, checked before anything is opened: a ``str`` or an
+    ``os.PathLike`` of one (:class:`InvalidArgumentType` otherwise), without a NUL character (no file can have
+    one: :class:`InvalidRequest`). The messages name the argument, never the path."""
+    if not isinstance(value, str | os.PathLike):
+        raise InvalidArgumentType(f"{name} must be a str or an os.PathLike path, not {type(value).__name__}")
+    path = os.fspath(value)
+    if not isinstance(path, str):
+        raise InvalidArgumentType(f"{name} must be a str path, not {type(path).__name__}")
+    if "\x00" in path:
+        raise InvalidRequest(f"{name} contains a NUL character: no file can have that name")
+    return path
+
+
 def read_connection(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A connection that only reads the journal at ``path`` (``status``, ``export``), safe beside a run, and that
     leaves no ``-wal`` or ``-shm`` file behind that was not there already for another connection.
@@ -596,14 +610,15 @@ def read_connection(path: str | os.PathLike[str]) -> sqlite3.Connection:
     creates nothing, and a foreign database's hot rollback journal is not rolled back. A journal the user may not
     write is opened read-only by SQLite: the ``-wal`` and ``-shm`` it creates then stay (nothing can safely
     remove them). Raises :class:`InvalidRequest` when the file cannot be read."""
-    path = os.path.abspath(path)
+    path = os.path.abspath(check_path("journal", path))
     try:
         with open(path, "rb") as f:
             head = f.read(20)
     except OSError as exc:
         raise InvalidRequest(f"the journal cannot be read ({exc.strerror})") from None
     wal = head[:16] == b"SQLite format 3\x00" and head[18:20] == b"\x02\x02"  # format versions 2: WAL
-    uri = f"file:{urllib.parse.quote(path)}?mode={'rw' if wal else 'ro'}"
+    # quoted from the file name's bytes: a name that is not UTF-8 (a surrogate in the str) is still the same file
+    uri = f"file:{urllib.parse.quote(os.fsencode(path))}?mode={'rw' if wal else 'ro'}"
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.DatabaseError:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
 
-from .._wire import WireEnum, empty_is_none, fast_decoder, local, non_empty, structure, wire
+from .._wire import WireEnum, empty_is_none, epoch_datetime, fast_decoder, local, non_empty, structure, wire
 from ._processing import ProcessingResult
 
 if TYPE_CHECKING:
@@ -42,14 +42,6 @@ __all__ = [
     "UploadOutcome",
     "UploadResult",
 ]
-
-
-def _epoch_to_datetime(epoch: int | None) -> dt.datetime | None:
-    if epoch is None:
-        return None
-    if epoch > 100_000_000_000:  # milliseconds, as some services send
-        epoch //= 1000
-    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
 
 
 class FileType(WireEnum):
@@ -219,8 +211,10 @@ class Document:
 
     @property
     def document_date(self) -> dt.datetime | None:
-        """:attr:`document_date_epoch` as an aware UTC datetime."""
-        return _epoch_to_datetime(self.document_date_epoch)
+        """:attr:`document_date_epoch` as an aware UTC datetime (epoch seconds, or milliseconds: see
+        :func:`epoch_datetime`); ``None`` when absent, or when the number is out of ``datetime``'s range (years 1
+        to 9999): the service's value is kept as sent in :attr:`document_date_epoch`, never an error here."""
+        return epoch_datetime(self.document_date_epoch)
 
 
 @attrs.frozen

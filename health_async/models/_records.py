@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from .._wire import Invalid, empty_is_none, non_empty, wire
+from .._wire import Invalid, empty_is_none, epoch_datetime, non_empty, wire
 
 __all__ = ["Case", "CasePage", "HiType"]
 
@@ -55,7 +55,7 @@ class Case:
     partner_meta: Mapping[str, Any] | None = wire("item.partner_meta", default=None, pii=True, hash=False)
     #: Creation time as epoch seconds.
     created_at: int | None = wire("item.created_at", default=None)
-    #: When the event of the case happened, as epoch seconds.
+    #: When the event of the case happened, as epoch seconds (as sent: see :attr:`occurred`).
     occurred_at: int | None = wire("item.occurred_at", default=None)
 
     @property
@@ -65,8 +65,11 @@ class Case:
 
     @property
     def occurred(self) -> dt.datetime | None:
-        """:attr:`occurred_at` as an aware UTC datetime."""
-        return None if self.occurred_at is None else dt.datetime.fromtimestamp(self.occurred_at, tz=dt.UTC)
+        """:attr:`occurred_at` as an aware UTC datetime, by the library's rule for epochs (seconds, or milliseconds
+        above ``100_000_000_000``: :func:`~health_async._wire.epoch_datetime`); ``None`` when absent or
+        out of ``datetime``'s range (years 1 to 9999), never an error: the value stays as sent in
+        :attr:`occurred_at`."""
+        return epoch_datetime(self.occurred_at)
 
 
 @attrs.frozen

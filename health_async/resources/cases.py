@@ -12,7 +12,7 @@ from .._config import NOT_GIVEN, NotGiven, check_finite, check_header_value, pat
 from .._constants import H_PT_ID
 from .._retry import RetryPolicy
 from .._routes import PATH_CASE, PATH_CASES
-from .._wire import structure
+from .._wire import MILLISECONDS_ABOVE, epoch_datetime, structure
 from ..errors import ApiError, InvalidRequest, NotFoundError, ResponseValidationError
 from ..models import Case, CasePage, HiType
 from ._base import Resource
@@ -98,9 +98,12 @@ class Cases(Resource):
         """``POST /mr/api/v1/cases``: create a case; returns its id.
 
         ``display_name`` (e.g. ``"Leg Injury"``) and ``occurred_at`` (an aware ``datetime``, a ``date`` taken at
-        midnight UTC, or epoch seconds) are required. ``case_id`` is the case's id, chosen by the caller; left out,
-        a random UUID is used. ``hi_type`` is a :class:`HiType` (or its string value), ``case_type`` the
-        partner's own code (wire ``type``, e.g. ``"OP"``), ``partner_meta`` any JSON object.
+        midnight UTC, or epoch seconds) are required. An ``int`` follows the library's rule for epochs: above
+        ``100_000_000_000`` it is milliseconds, sent as whole seconds; a time the service cannot be sent as
+        seconds (before the year 1, or after 5138, which would read back as milliseconds) is refused. ``case_id``
+        is the case's id, chosen by the caller; left out, a random UUID is used. ``hi_type`` is a :class:`HiType`
+        (or its string value), ``case_type`` the partner's own code (wire ``type``, e.g. ``"OP"``),
+        ``partner_meta`` any JSON object.
 
         Retried as an idempotent call, because the id is chosen here: a repeat cannot create a second case. A
         repeat after a lost answer meets ``409 Case already exists``: when the id was generated here (a random
@@ -114,7 +117,7 @@ class Cases(Resource):
         chosen = case_id is not None
         cid = _id("case_id", case_id) if case_id is not None else str(uuid.uuid4())
         body: dict[str, Any] = {"id": cid, "display_name": _name(display_name)}
-        body["occurred_at"] = epoch_seconds("occurred_at", occurred_at)
+        body["occurred_at"] = _occurred_at(occurred_at)
         _optional(body, hi_type=hi_type, case_type=case_type, partner_meta=partner_meta)
         headers = {H_PT_ID: self._required_user_id(user_id)}
         try:
@@ -166,7 +169,7 @@ class Cases(Resource):
         if display_name is not None:
             body["display_name"] = _name(display_name)
         if occurred_at is not None:
-            body["occurred_at"] = epoch_seconds("occurred_at", occurred_at)
+            body["occurred_at"] = _occurred_at(occurred_at)
         _optional(body, hi_type=hi_type, case_type=case_type, partner_meta=partner_meta)
         if not body:
             raise InvalidRequest(
@@ -230,6 +233,20 @@ class Cases(Resource):
 def _id(name: str, value: str) -> str:
     path_segment(name, value)  # the id is used in paths later: the same rule now
     return value
+
+
+def _occurred_at(value: dt.datetime | dt.date | int) -> int:
+    """Epoch seconds for the wire, by the rule the model reads them back with (:func:`epoch_datetime`): an ``int``
+    above :data:`MILLISECONDS_ABOVE` is milliseconds (sent as whole seconds); a time out of ``datetime``'s range,
+    or one whose seconds would read back as milliseconds, is refused before anything is sent."""
+    seconds = epoch_seconds("occurred_at", value)
+    if isinstance(value, int) and seconds > MILLISECONDS_ABOVE:
+        seconds //= 1000
+    if seconds > MILLISECONDS_ABOVE or epoch_datetime(seconds) is None:
+        raise InvalidRequest(
+            "occurred_at is out of range: give a time between the years 1 and 5138 (epoch seconds, or milliseconds)"
+        )
+    return seconds
 
 
 def _name(value: str) -> str:
