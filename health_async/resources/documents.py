@@ -715,9 +715,10 @@ def _both(first: ProgressCallback | None, second: ProgressCallback | None) -> Pr
 
 
 def task_params(tasks: Iterable[str]) -> list[tuple[str, str]]:
-    """The ``task`` query parameters of an upload, each checked (:class:`~health_async.errors.InvalidRequest` for an
-    unknown or malformed task, or none); a task named twice is sent once. Ingest checks a job's tasks with it
-    before anything is read or sent."""
+    """The ``task`` query parameters of an upload, each checked (:class:`~health_async.errors.InvalidRequest` for a
+    malformed task, or none); a task named twice is sent once. Ingest checks a job's tasks with it before anything
+    is read or sent. Judgement call: a well-formed task this version does not know (not in :data:`KNOWN_TASKS`) is
+    sent, for the service may have added it; a misspelt one is then the service's 400."""
     if isinstance(tasks, str):
         tasks = (tasks,)
     params = [("task", _task(t)) for t in dict.fromkeys(tasks)]
