@@ -9,6 +9,8 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,12 @@ from health_async.ingest import (
     Engine,
     IngestJob,
     IngestProgress,
+    IngestStatus,
     JobSpec,
     LocalEngine,
     WorkItem,
     WorkResult,
+    _journal,
 )
 from health_async.testing import FakeHealthServer, Fault
 
@@ -635,6 +639,33 @@ async def test_a_run_cancelled_again_while_it_commits_keeps_every_result_and_lea
     assert other_tasks() == []
 
 
+async def test_a_run_cancelled_while_it_wraps_up_still_sets_its_summary_and_stops_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the second Ctrl-C lands while the journal is read for the summary (slowed down here)
+    reading = threading.Event()
+    status_of = _journal.Journal.status
+
+    def slow_status(journal: _journal.Journal) -> IngestStatus:
+        reading.set()
+        time.sleep(0.3)
+        return status_of(journal)
+
+    monkeypatch.setattr(_journal.Journal, "status", slow_status)
+    engine = StallingEngine(5)
+    job = IngestJob.describe(write_ids(tmp_path, [f"d{i}" for i in range(10)]), out=tmp_path / "o.jsonl", engine=engine)
+    task = asyncio.create_task(job.run())
+    await engine.stalled.wait()
+    task.cancel()
+    await asyncio.to_thread(reading.wait, 5)
+    task.cancel()  # while the summary is read
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert job.summary is not None and job.summary.interrupted and job.summary.status.done == 5
+    assert other_tasks() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("health-async-journal")]
+
+
 class RefusingEngine:
     def run(self, spec: JobSpec, items: AsyncIterator[WorkItem]) -> AsyncIterator[WorkResult]:
         raise ValueError("engine refused the job")
@@ -784,7 +815,6 @@ def test_journal_scan_keeps_input_order_and_indexes_across_runs_of_plain_keys(
 ) -> None:
     """The scan inserts plain keys a run at a time (one statement per run): refused lines, link payloads, repeats
     and run boundaries in between must not move an item's index or its place in the order items are done."""
-    from health_async.ingest import _journal
 
     monkeypatch.setattr(_journal, "_SCAN_RUN", 5)  # many run boundaries in a small input
     items: list[tuple[str, str | None, bytes | None]] = []

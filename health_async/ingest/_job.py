@@ -153,17 +153,24 @@ class _Writer:
         must not be closed under it); a cancellation is then re-raised, never swallowed."""
         self._closing = True
         self._wake.set()
-        cancelled = False
-        while not self._task.done():
-            try:
-                await asyncio.wait({self._task})  # never cancels the flusher
-            except asyncio.CancelledError:
-                cancelled = True
+        cancelled = await _to_its_end(self._task)
         try:
             await self._task  # done: its error, if it stopped on one (a full disk, say)
         finally:
             if cancelled:
                 raise asyncio.CancelledError
+
+
+async def _to_its_end(task: asyncio.Future[Any]) -> bool:
+    """Wait for ``task`` to end without ever cancelling it, however often this caller is cancelled meanwhile;
+    whether it was (the caller then re-raises the cancellation, once its own cleanup is done)."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
 
 
 class IngestJob:
@@ -473,14 +480,13 @@ class IngestJob:
         finally:
             if progress is not None:
                 progress.close()
+            # The wrap-up runs to its end however often this run is cancelled meanwhile (a second Ctrl-C): the
+            # journal is finished, read, closed and its thread stopped, and the summary set; then the cancellation
+            # is re-raised.
+            wrap_up = asyncio.ensure_future(self._wrap_up(journal, recovered))
+            cancelled = await _to_its_end(wrap_up)
             try:
-                if journal._db is not None:
-                    if recovered:  # before recovery, lines after the committed offset are not yet accounted for
-                        await asyncio.shield(journal.call(self._finish, journal))
-                    status = await asyncio.shield(journal.call(journal.status))
-            finally:
-                await asyncio.shield(journal.call(journal.close))
-                journal.shutdown()
+                status = wrap_up.result()  # its error, if it failed (a journal that cannot be written)
                 if status is not None:
                     self.summary = IngestSummary(
                         status=status,
@@ -489,11 +495,28 @@ class IngestJob:
                         duplicates=scan.duplicates,
                         invalid=scan.invalid,
                         blank=blank,
-                        interrupted=interrupted,
+                        interrupted=interrupted or cancelled,
                         elapsed=time.monotonic() - started,
                     )
+            finally:
+                if cancelled:
+                    raise asyncio.CancelledError
         assert self.summary is not None
         return self.summary
+
+    async def _wrap_up(self, journal: Journal, recovered: bool) -> IngestStatus | None:
+        """After the work: uploads left in flight and the failure tail (once recovered: before, lines after the
+        committed offset are not yet accounted for), the status; then the journal closed and its thread stopped."""
+        status = None
+        try:
+            if journal._db is not None:
+                if recovered:
+                    await journal.call(self._finish, journal)
+                status = await journal.call(journal.status)
+        finally:
+            await journal.call(journal.close)
+            journal.shutdown()  # its thread is idle now: returns at once
+        return status
 
     @staticmethod
     def _finish(journal: Journal) -> None:
