@@ -8,6 +8,7 @@ import os
 import threading
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -119,3 +120,14 @@ class ServerThread:
 
 
 pytest_plugins = ["pytester"]
+
+
+def non_utf8_name(directory: Path, name: bytes) -> str:
+    """A path whose file name is not UTF-8 (a surrogate in the str); skips where the file system refuses one."""
+    path = os.fsdecode(os.fsencode(directory) + b"/" + name)
+    try:
+        open(path, "wb").close()
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses a file name that is not UTF-8")
+    os.unlink(path)
+    return path

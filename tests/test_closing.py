@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -27,17 +27,24 @@ async def server() -> AsyncIterator[FakeHealthServer]:
         yield srv
 
 
-def library_tasks() -> list[asyncio.Task[Any]]:
-    return [t for t in asyncio.all_tasks() if not t.done() and "health_async" in repr(t.get_coro())]
-
-
-async def test_a_call_waiting_for_its_token_when_the_client_closes_gets_client_closed(server: FakeHealthServer) -> None:
+def stalled_provider() -> tuple[asyncio.Event, Callable[[], Awaitable[str]]]:
+    """A token provider that never answers, and the event it sets once asked."""
     fetching = asyncio.Event()
 
     async def provider() -> str:
         fetching.set()
         await asyncio.sleep(30)
         return "never"
+
+    return fetching, provider
+
+
+def library_tasks() -> list[asyncio.Task[Any]]:
+    return [t for t in asyncio.all_tasks() if not t.done() and "health_async" in repr(t.get_coro())]
+
+
+async def test_a_call_waiting_for_its_token_when_the_client_closes_gets_client_closed(server: FakeHealthServer) -> None:
+    fetching, provider = stalled_provider()
 
     client = ha.HealthClient(base_url=server.url, token_provider=provider, user_id="u")
     call = asyncio.create_task(client.documents.describe("doc-1"))
@@ -50,12 +57,7 @@ async def test_a_call_waiting_for_its_token_when_the_client_closes_gets_client_c
 
 
 async def test_in_a_task_group_the_closed_client_is_an_error_not_a_silent_cancel(server: FakeHealthServer) -> None:
-    fetching = asyncio.Event()
-
-    async def provider() -> str:
-        fetching.set()
-        await asyncio.sleep(30)
-        return "never"
+    fetching, provider = stalled_provider()
 
     client = ha.HealthClient(base_url=server.url, token_provider=provider, user_id="u")
 
@@ -72,12 +74,7 @@ async def test_in_a_task_group_the_closed_client_is_an_error_not_a_silent_cancel
 
 
 async def test_a_caller_cancelled_while_its_token_is_fetched_is_still_cancelled(server: FakeHealthServer) -> None:
-    fetching = asyncio.Event()
-
-    async def provider() -> str:
-        fetching.set()
-        await asyncio.sleep(30)
-        return "never"
+    fetching, provider = stalled_provider()
 
     async with ha.HealthClient(base_url=server.url, token_provider=provider, user_id="u") as client:
         call = asyncio.create_task(client.documents.describe("doc-1"))

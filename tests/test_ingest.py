@@ -32,7 +32,7 @@ from health_async.ingest import (
 )
 from health_async.testing import FakeHealthServer, Fault
 
-from .conftest import ServerThread
+from .conftest import ServerThread, non_utf8_name
 
 NO_RETRY = RetryPolicy(attempts=1)
 
@@ -527,17 +527,6 @@ async def test_paths_of_a_wrong_type_or_with_a_nul_are_refused_before_anything_h
     with pytest.raises(InvalidRequest, match="NUL"):
         await IngestJob.status(str(tmp_path / "j\x00.db"))
     assert server.calls("describe") == 0 and os.listdir(tmp_path) == ["ids.txt"]
-
-
-def non_utf8_name(directory: Path, name: bytes) -> str:
-    """A path whose file name is not UTF-8 (a surrogate in the str); skips where the file system refuses one."""
-    path = os.fsdecode(os.fsencode(directory) + b"/" + name)
-    try:
-        open(path, "wb").close()
-    except (OSError, UnicodeError):
-        pytest.skip("this file system refuses a file name that is not UTF-8")
-    os.unlink(path)
-    return path
 
 
 async def test_status_reads_a_journal_whose_name_is_not_utf8(

@@ -24,6 +24,8 @@ from health_async.ingest import IngestJob, _export
 from health_async.ingest._export import DOCUMENT_COLUMNS, ITEM_COLUMNS, export
 from health_async.testing import FakeHealthServer
 
+from .conftest import non_utf8_name
+
 NO_RETRY = RetryPolicy(attempts=1)
 
 
@@ -305,21 +307,9 @@ def test_a_table_that_fails_to_be_written_is_ingest_output_error_and_nothing_is_
     assert not list(tmp_path.glob("*.partial"))  # no .partial file is left behind
 
 
-def _non_utf8_name(directory: Path) -> str:
-    """``j\\xff.db`` in ``directory``: a file name that is not UTF-8 (a surrogate in the str); skips where the file
-    system refuses one."""
-    path = os.fsdecode(os.fsencode(directory) + b"/j\xff.db")
-    try:
-        open(path, "wb").close()
-    except (OSError, UnicodeError):
-        pytest.skip("this file system refuses a file name that is not UTF-8")
-    os.unlink(path)
-    return path
-
-
 async def test_a_journal_whose_name_is_not_utf8_is_exported(server: FakeHealthServer, tmp_path: Path) -> None:
     """``quote`` of its name for SQLite's URI raised UnicodeEncodeError."""
-    journal = _non_utf8_name(tmp_path)
+    journal = non_utf8_name(tmp_path, b"j\xff.db")
     user = server.data.user_ids[0]
     (tmp_path / "ids.txt").write_text("\n".join(server.data.document_ids(user)[:3]) + "\n")
     async with HealthClient(base_url=server.url, token=server.token, user_id=user, retry=NO_RETRY) as client:

@@ -155,12 +155,13 @@ def _most_in_a_window(times: list[float], width: float) -> int:
     return max(sum(1 for t in times if start <= t < start + width) for start in times)
 
 
-@pytest.mark.parametrize("owned", [True, False], ids=["own-session", "caller-session"])
+@pytest.mark.parametrize("how", ["own-session", "caller-session", "shared-limiter"])
 async def test_the_rate_holds_as_the_service_counts_arrivals_with_cold_connects(
-    serve: Serve, owned: bool, monkeypatch: pytest.MonkeyPatch
+    serve: Serve, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four connects that take 0.6 s must not bunch their requests with the next four (sent on warm connections
-    once the rate allows): a request is charged when it goes out, not when it was admitted."""
+    once the rate allows): a request is charged when it goes out, not when it was admitted. The same for the
+    ingest's RateLimiter (a SharedLimiter): the client reports each request it acquired sent or unsent."""
     arrivals: list[float] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -170,43 +171,24 @@ async def test_the_rate_holds_as_the_service_counts_arrivals_with_cold_connects(
     url = (await serve({("GET", "/mr/api/v1/docs/{id}"): handler})).replace("127.0.0.1", "localhost")
     resolver = _SlowResolver([0.6] * 4)
     connector = functools.partial(aiohttp.TCPConnector, resolver=resolver, use_dns_cache=False)
+    limiter = RateLimiter(4) if how == "shared-limiter" else None
+    rates: dict[str, Any] = {"limiter": limiter} if limiter is not None else {"rate_limit": 4}
     async with contextlib.AsyncExitStack() as stack:
         http = None
-        if owned:
-            monkeypatch.setattr(aiohttp, "TCPConnector", connector)
-        else:
+        if how == "caller-session":
             http = await stack.enter_async_context(aiohttp.ClientSession(connector=connector(limit=100)))
+        else:
+            monkeypatch.setattr(aiohttp, "TCPConnector", connector)
         client = await stack.enter_async_context(
-            ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=8, rate_limit=4, session=http)
+            ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=8, session=http, **rates)
         )
         await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(12)))
-    assert len(arrivals) == 12
-    assert _most_in_a_window(arrivals, 0.9) <= 4  # 0.1 s of slack for the loop's own scheduling
-
-
-async def test_a_shared_rate_limiter_holds_as_the_service_counts_arrivals_with_cold_connects(
-    serve: Serve, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The ingest's RateLimiter (a SharedLimiter) is charged when a request leaves, as a client's own rate_limit:
-    the client reports each request it acquired sent or unsent, so slow connects do not bunch requests."""
-    arrivals: list[float] = []
-
-    async def handler(request: web.Request) -> web.Response:
-        arrivals.append(time.monotonic())
-        return web.json_response(DOC)
-
-    url = (await serve({("GET", "/mr/api/v1/docs/{id}"): handler})).replace("127.0.0.1", "localhost")
-    resolver = _SlowResolver([0.6] * 4)
-    monkeypatch.setattr(aiohttp, "TCPConnector", functools.partial(aiohttp.TCPConnector, resolver=resolver))
-    limiter = RateLimiter(4)
-    async with ha.HealthClient(base_url=url, token="t", user_id="u", max_connections=8, limiter=limiter) as client:
-        await asyncio.gather(*(client.documents.describe(f"d{i}") for i in range(12)))
-        # a request that never leaves gives its slot back: nothing stays charged
-        with pytest.raises(ha.RequestTimeout):
+        with pytest.raises(ha.RequestTimeout):  # a request that never leaves gives its charge back
             await client.documents.describe("late", timeout=0.05)
     assert len(arrivals) == 12
     assert _most_in_a_window(arrivals, 0.9) <= 4  # 0.1 s of slack for the loop's own scheduling
-    assert limiter._limits._pending == 0
+    if limiter is not None:
+        assert limiter._limits._pending == 0  # nothing stays charged
 
 
 async def test_a_pause_holds_back_requests_already_waiting_for_a_connection(serve: Serve) -> None:
