@@ -277,8 +277,8 @@ class Session:
                 except HealthError as exc:
                     failure = exc
             return await self._retry(req, failure, restart)
-        if encrypt and self.config.encryption_key is None:
-            raise InvalidRequest("encrypt=True needs an encryption_key on the HealthClient")
+        if encrypt:
+            self.check_encryption()
         req = self._request_of(
             method, self._url(path) if url is None else url, route, path, operation, params, headers, json, body,
             idempotent, encrypt, url is not None, retry, timeout, started, decode, receive,
@@ -751,6 +751,15 @@ class Session:
             return _json.loads(plaintext)
         except _json.JSONDecodeError:
             raise ResponseValidationError(f"{operation}: the decrypted response is not JSON") from None
+
+    def check_encryption(self) -> None:
+        """Refuse, before anything is sent, an encrypted request this client cannot make: it needs the shared key
+        (``encryption_key``) and its id (``key_id``), the ``kid`` every request envelope carries: the service finds
+        the key by it (service interface, 2.8). Responses are read with the key alone."""
+        if self.config.encryption_key is None:
+            raise InvalidRequest("encrypt=True needs an encryption_key on the HealthClient")
+        if self.config.key_id is None:
+            raise InvalidRequest("encrypt=True needs a key_id on the HealthClient: the kid of the shared key")
 
     def _url(self, path: str) -> URL:
         """The base URL with ``path`` (already encoded) appended: built, not parsed (parsing a new URL string

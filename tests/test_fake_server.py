@@ -141,7 +141,7 @@ async def test_encrypted_upload_aadhaar_init_and_responses(
     assert "document_id" in orjson.loads(jwe.decrypt(answer, key))
     assert "protected" not in answer and "kid" not in answer  # like the service's responses
     number = server.data.valid_aadhaar[0]
-    init_env = jwe.encrypt(orjson.dumps({"aadhaar_number": number}), key)
+    init_env = jwe.encrypt(orjson.dumps({"aadhaar_number": number}), key, kid=server.key_id)
     async with http.post(f"{server.url}/abdm/na/v1/registration/aadhaar/init", json=init_env, headers=headers) as r:
         init = orjson.loads(jwe.decrypt(await r.json(), key))
     assert init["txn_id"] and init["hint"].startswith("OTP sent")
@@ -149,6 +149,11 @@ async def test_encrypted_upload_aadhaar_init_and_responses(
     bad = {**init_env, "tag": init_env["iv"]}
     async with http.post(f"{server.url}/abdm/na/v1/registration/aadhaar/init", json=bad, headers=headers) as r:
         assert r.status == 400
+    # the service finds the shared key by the envelope's kid: none, or another, is refused
+    for kid in (None, "not-the-key"):
+        env = jwe.encrypt(orjson.dumps({"aadhaar_number": number}), key, kid=kid)
+        async with http.post(f"{server.url}/abdm/na/v1/registration/aadhaar/init", json=env, headers=headers) as r:
+            assert r.status == 400
 
 
 async def test_aadhaar_errors_use_the_documented_body(server: FakeHealthServer, http: aiohttp.ClientSession) -> None:

@@ -414,10 +414,26 @@ async def test_upload_wait_attaches_the_result_and_content_ending_in_error_fails
 
 async def test_encrypted_upload_ending_in_error_fails_too(server: FakeHealthServer) -> None:
     async with HealthClient(
-        base_url=server.url, token=server.token, user_id=server.data.user_ids[0], encryption_key=server.encryption_key
+        base_url=server.url,
+        token=server.token,
+        user_id=server.data.user_ids[0],
+        encryption_key=server.encryption_key,
+        key_id=server.key_id,
     ) as c:
         with pytest.raises(ProcessingFailed):
             await c.documents.upload(b"%PDF encrypted error", encrypt=True, wait=True, poll=QUICK)
+
+
+async def test_an_encrypted_request_without_a_key_id_is_refused_before_sending(server: FakeHealthServer) -> None:
+    # the service finds the shared key by the envelope's kid: an envelope without one cannot be read there
+    async with HealthClient(
+        base_url=server.url, token=server.token, user_id=server.data.user_ids[0], encryption_key=server.encryption_key
+    ) as c:
+        with pytest.raises(InvalidRequest, match="key_id"):
+            await c.documents.upload(b"%PDF", encrypt=True)
+        with pytest.raises(InvalidRequest, match="key_id"):
+            await c.abha.aadhaar_init(server.data.valid_aadhaar[0], encrypt=True)
+    assert server.requests == []
 
 
 async def test_upload_wait_without_user_id_sends_nothing(server: FakeHealthServer) -> None:

@@ -267,8 +267,8 @@ class Documents(Resource):
         if not source.rereadable:
             retry = RetryPolicy.never()
         do_encrypt = client.encrypt if encrypt is None else encrypt
-        if do_encrypt and client._session.config.encryption_key is None:
-            raise InvalidRequest("encrypt=True needs an encryption_key on the HealthClient")
+        if do_encrypt:
+            client._session.check_encryption()
         headers: dict[str, str] = {}
         user = self._user_id(user_id)
         if user is not None:

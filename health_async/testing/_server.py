@@ -371,6 +371,8 @@ class FakeHealthServer:
             return BAD
         rec.json = data
         if _encrypted(request):
+            if not isinstance(data, dict) or data.get("kid") != self.key_id:
+                return BAD  # the service finds the shared key by the envelope's kid (service interface, 2.8)
             try:
                 data = _json.loads(jwe.decrypt(data, self._key))
             except Exception:  # any envelope the fake cannot open (the primitive's EncryptionError), or not JSON
