@@ -80,7 +80,9 @@ ROUTES: Final[tuple[str, ...]] = (
 )
 
 MiB: Final = 1024 * 1024
-LIMITS: Final = {"application/pdf": 25 * MiB, "image/png": 10 * MiB, "image/jpg": 10 * MiB}
+#: By content type. The vendor's files spell JPEG both ways: ``image/jpg`` in the presigned limits page (what the
+#: client sends), ``image/jpeg`` in records.yaml's example: both are taken.
+LIMITS: Final = {"application/pdf": 25 * MiB, "image/png": 10 * MiB, "image/jpg": 10 * MiB, "image/jpeg": 10 * MiB}
 _PATCH_FIELDS: Final = ("dt", "ndhm", "oid", "dd_e", "tg", "cases")
 #: A caller-chosen ``document_id`` of a batch entry (``UpdateDocumentV3Request.document_id``: "Unique identifier
 #: for the document"; the files give no format: the fake takes 1 to 64 letters, digits, ``-`` and ``_``).
