@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import types
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import ray
@@ -143,6 +144,60 @@ async def test_retry_after_pauses_every_worker(server: TimedServer) -> None:
     during = [t for t, _ in server.arrivals if t503 + 0.2 < t < t503 + 0.9]
     assert during == []  # neither the worker that got the 503 nor the other one sent anything
     assert any(t > t503 + 1.0 for t, _ in server.arrivals)  # and both went on afterwards
+
+
+def _coordinator_of(results: AsyncIterator[WorkResult]) -> Any:
+    """The coordinator actor of a run under way (a local of the engine's generator)."""
+    frame = cast(types.AsyncGeneratorType[WorkResult, None], results).ag_frame
+    assert frame is not None  # the run is under way
+    return frame.f_locals["coordinator"]
+
+
+async def _restart(coordinator: Any) -> None:
+    """Kill the coordinator and let Ray restart it; return once it answers again."""
+    ray.kill(coordinator, no_restart=False)
+    await asyncio.sleep(0.2)  # the kill is asynchronous: let it land before asking
+    await asyncio.wait_for(coordinator.paused_until.remote(), 30)  # retried until the restarted actor answers
+
+
+@pytest.mark.usefixtures("ray_cluster")
+async def test_retry_after_pauses_every_worker_after_the_coordinator_restarts(server: TimedServer) -> None:
+    engine = RayEngine(recipe(server), workers=2, actor_options=HALF_CPU)
+    results = engine.run(JobSpec(op="describe", concurrency=4), items_of([f"missing-{i}" for i in range(100_000)]))
+    done = 0
+    restarted = injected = 0.0
+    async for _ in results:
+        done += 1
+        if done == 100:
+            await _restart(_coordinator_of(results))
+            restarted = time.monotonic()
+        if restarted and not injected and time.monotonic() > restarted + 1.5:  # the workers are known again
+            server.inject("describe", Fault(status=503, retry_after=1, times=1))
+            injected = time.monotonic()
+        if injected and time.monotonic() > injected + 1.5:
+            break
+    await results.aclose()  # type: ignore[attr-defined]
+    t503 = next(t for t, status in server.arrivals if status == 503)
+    during = [t for t, _ in server.arrivals if t503 + 0.2 < t < t503 + 0.9]
+    assert during == []  # the restarted coordinator pushed the pause to the other worker too
+    assert any(t > t503 + 1.0 for t, _ in server.arrivals)
+
+
+@pytest.mark.usefixtures("ray_cluster")
+async def test_account_wide_rate_holds_across_a_coordinator_restart(server: TimedServer) -> None:
+    rate, lease = 20.0, 4
+    engine = RayEngine(
+        recipe(server), workers=4, rate_limit=rate, lease_size=lease, max_replacements=0, actor_options=HALF_CPU
+    )
+    results = engine.run(JobSpec(op="describe", concurrency=8), items_of([f"missing-{i}" for i in range(80)]))
+    done = 0
+    async for _ in results:
+        done += 1
+        if done == 30:  # the workers hold slots of the coordinator that dies now, over a second's worth
+            ray.kill(_coordinator_of(results), no_restart=False)
+    assert done == 80
+    times = [t for t, _ in server.arrivals]
+    assert max_per_second(times) <= rate + engine.lease_slots  # the old slots and the new are not spent together
 
 
 async def _until_dead(handle: Any, within: float = 30.0) -> None:

@@ -58,6 +58,10 @@ MIN_LEASE_SECONDS: Final = 0.05
 #: Seconds to wait for the workers to start (a cluster without room for them would otherwise wait forever).
 DEFAULT_START_TIMEOUT: Final = 120.0
 
+#: Seconds between the driver's refreshes of every live worker's registration with the coordinator: a restarted
+#: coordinator (whose list of workers starts empty) pushes pauses to every worker again within about this long.
+REGISTER_EVERY: Final = 1.0
+
 #: The failures that lose a batch (its result will never come) without the batch's code having failed.
 _LOST: Final = (
     ray.exceptions.RayActorError,  # ActorDiedError (ray.kill, a crash, its node left), ActorUnavailableError
@@ -174,11 +178,18 @@ def _fits(deadline: float | None, wait: float) -> bool:
 
 
 class _Coordinator:
-    """The account-wide state (a Ray actor): the schedule of request slots and the shared pause deadline."""
+    """The account-wide state (a Ray actor): the schedule of request slots and the shared pause deadline.
 
-    def __init__(self, rate: float | None) -> None:
+    ``backlog``: seconds of the schedule the workers may hold at most (slots leased, not spent yet). When Ray
+    restarts this actor, its schedule starts that long after now, so that the slots its previous life handed
+    out are spent before any of its own: the account-wide rate holds across the restart.
+    """
+
+    def __init__(self, rate: float | None, backlog: float = 0.0) -> None:
         self._rate = rate
         self._next = 0.0
+        if rate is not None and backlog > 0 and ray.get_runtime_context().was_current_actor_reconstructed:
+            self._next = time.time() + backlog
         self._paused_until = 0.0
         self._workers: dict[int, Any] = {}
 
@@ -336,8 +347,14 @@ class RayEngine:
     Judgement calls: a dead worker's describe items are re-sent, but its upload items are reported as *outcome
     unknown* (``unknown=True``), never re-sent, since a Ray actor call is at-most-once and a repeated upload
     creates a duplicate document; a worker that only becomes *unavailable* is treated as dead (killed, replaced)
-    so that no item can be both re-sent and answered; the coordinator restarts itself if it dies (its state is
-    soft: a lease and a pause at most are forgotten). An upload's item is a file path read by the worker on
+    so that no item can be both re-sent and answered. The coordinator restarts itself if it dies, losing its
+    state. A pause under way is forgotten (the workers that had it still keep it). The workers go on spending the
+    slots of their leases, so a restarted coordinator starts its schedule later, by an upper bound of the slots
+    they may hold: ``(workers + max_replacements) * (spec.concurrency + lease_slots) / rate_limit`` seconds
+    (every worker the run may start, each with every request waiting on a slot and a lease unspent), a lull
+    that keeps the account-wide rate. And it knows no worker until the driver re-registers the live ones, which
+    it does every :data:`REGISTER_EVERY` second while the run goes on: for about a second after a restart, a
+    ``Retry-After`` pauses only the worker that got it. An upload's item is a file path read by the worker on
     its own node: on a cluster of several nodes the files must be on a filesystem every node shares.
     """
 
@@ -446,6 +463,7 @@ class RayEngine:
         losses: dict[str, int] = {}
         replacements = self.max_replacements
         serial = 0
+        registered = loop.time()
         coordinator: Any = None
         finished = False
 
@@ -492,12 +510,20 @@ class RayEngine:
                 input_done = True
 
         try:
+            # the most slots the workers may hold, should the coordinator restart: one per waiting request and a
+            # lease unspent, for every worker the run may start (replacements included)
+            held = (self.workers + self.max_replacements) * (spec.concurrency + self.lease_slots)
+            backlog = 0.0 if self.rate_limit is None else held / self.rate_limit
             coordinator = _CoordinatorActor.options(num_cpus=0, max_restarts=-1, max_task_retries=-1).remote(
-                self.rate_limit
+                self.rate_limit, backlog
             )
             starting = [spawn() for _ in range(self.workers)]
             await self._start(spec, starting)
             while True:
+                if loop.time() - registered >= REGISTER_EVERY:  # a restarted coordinator knows no worker
+                    registered = loop.time()
+                    for slot in self._live.values():
+                        coordinator.register.remote(slot.key, slot.handle)  # idempotent, fire and forget
                 for slot in list(self._live.values()):
                     while slot.outstanding < per_worker and (batch := take()):
                         ref = slot.handle.run.remote(spec, batch)
@@ -513,7 +539,7 @@ class RayEngine:
                     waiting.add(getter)
                 if not waiting:  # items ready, no room and nothing in flight: every worker is gone
                     raise RayEngineError("every Ray worker was lost and no replacement is left")
-                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waiting, timeout=REGISTER_EVERY, return_when=asyncio.FIRST_COMPLETED)
                 if getter is not None and getter in done:
                     entry, getter = getter.result(), None
                     accept(entry)
