@@ -91,11 +91,13 @@ class Auth:
         return False
 
     async def refresh(self, session: Session, seen_generation: int) -> str:
-        """A token newer than generation ``seen_generation``; concurrent callers share one fetch and its outcome."""
-        if self.generation != seen_generation and self._token is not None and not self._stale():
-            return self._token  # somebody else fetched a new one since this caller's token was handed out
+        """A token newer than generation ``seen_generation``; concurrent callers share one fetch and its outcome.
+        While a fetch is in flight every caller waits for it, whatever generation it saw: the token at hand may be
+        the very one a newer 401 just refused."""
         task = self._fetching
         if task is None:
+            if self.generation != seen_generation and self._token is not None and not self._stale():
+                return self._token  # somebody else fetched a new one since this caller's token was handed out
             task = self._fetching = session.spawn(self._run_fetch(session))
             task.add_done_callback(_retrieve)  # its error reaches the waiters; none left must not warn
         # shielded: one waiter being cancelled must not cancel the fetch the others wait on

@@ -42,6 +42,7 @@ Judgement calls:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import heapq
@@ -1187,6 +1188,11 @@ async def _accept(
     try:
         first = await store.add(key, signed + tolerance)
     except asyncio.CancelledError:
+        # cancelled while a store that does I/O was adding the key: it may have been set, and this request will
+        # not be processed: forget the key, so the service's redelivery is (judgement call: a delivery of the same
+        # webhook arriving in that very moment could then be processed twice; otherwise it would be lost)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(store.discard(key))
         raise
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)

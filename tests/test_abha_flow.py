@@ -12,7 +12,7 @@ import json
 import math
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -943,3 +943,36 @@ async def test_a_clock_giving_nan_never_opens_a_sealed_state(client: ha.HealthCl
     nan_clock.now = math.nan
     with pytest.raises(InvalidRequest, match="finite"):
         flow.to_state(seal=SEAL_KEY)
+
+
+async def _cancelled_in_flight(server: FakeHealthServer, route: str, call: Awaitable[Any]) -> None:
+    """``call`` cancelled once its request reached the server (held there by a latency fault)."""
+    server.inject(route, Fault(latency=0.5, times=1))
+    task = asyncio.ensure_future(call)
+    while server.calls(route) == 0:  # noqa: ASYNC110 - the fake server counts calls, it has no event for them
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_create_cancelled_in_flight_is_of_unknown_outcome_and_checked_before_it_is_sent_again(
+    server: FakeHealthServer, client: ha.HealthClient
+) -> None:
+    reg = await _at_create(server, client)
+    await _cancelled_in_flight(server, "aadhaar_create", reg.create("meera.iyer@sbx"))
+    assert reg.create_outcome_unknown and reg.to_state()["pending_create"] == "meera.iyer@sbx"
+    account = await reg.create("meera.iyer@sbx")  # the lost one is looked for first, then sent
+    assert account.created and routes(server)[-2:] == ["address_exists", "aadhaar_create"]
+
+
+async def test_a_resend_cancelled_in_flight_counts_as_sent(
+    server: FakeHealthServer, client: ha.HealthClient, clock: Clock
+) -> None:
+    reg = await client.abha.register_with_aadhaar(server.data.valid_aadhaar[0], clock=clock)
+    clock.advance(60)
+    await _cancelled_in_flight(server, "aadhaar_resend", reg.resend_otp())
+    assert reg.resends_left == 1  # the OTP may have gone out: counted
+    with pytest.raises(E.ResendTooSoon):  # and the interval runs from it
+        await reg.resend_otp()
+    assert server.calls("aadhaar_resend") == 1

@@ -4,6 +4,7 @@ the same typed errors as every ABHA call, OTP steps never repeated, and the sess
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -282,6 +283,20 @@ async def test_a_plain_state_never_holds_the_token_and_asks_for_it(server: FakeH
         with pytest.raises(E.InvalidRequest, match="only ever in a sealed state"):
             second.abha.resume({**state, "secrets": {"user_token": token}})
         assert await flow.verify_otp(otp_of(server, flow), user_token=token) is FlowStep.DONE
+
+
+async def test_a_verify_refused_while_another_is_in_flight_changes_nothing(server: FakeHealthServer) -> None:
+    async with client_for(server) as client:
+        token = (await open_session(server, client)).token
+        kyc = await client.abha.kyc("aadhaar", server.data.valid_aadhaar[1], user_token=token)
+        server.inject("kyc_verify", Fault(latency=0.2, times=1))
+        first = asyncio.create_task(kyc.verify_otp(otp_of(server, kyc)))
+        await asyncio.sleep(0.05)  # in flight
+        with pytest.raises(E.InvalidFlowStep, match="in flight"):
+            await kyc.verify_otp(otp_of(server, kyc), user_token="another-token")
+        assert await first is FlowStep.DONE
+    assert body_of(server, "kyc_verify")["user_x_token"] == token
+    assert kyc._user_token == token  # the refused call did not replace the token the flow keeps (and seals)
 
 
 # ----------------------------------------------------------------------------------- the user session

@@ -187,3 +187,30 @@ async def test_a_json_body_that_cannot_be_json_is_refused_before_sending(server:
         with pytest.raises(ha.InvalidRequest, match="cannot be sent as JSON"):
             await client._session.request("POST", "/x", operation="x", json={"when": object()}, idempotent=False)
     assert server.requests == []
+
+
+async def test_a_401_of_an_old_token_waits_for_the_refresh_in_flight() -> None:
+    """A late 401 of token 1, while the refresh that replaces token 2 (itself just refused) is in flight, waits for
+    that refresh: handed token 2 it would be refused again, and a second 401 is final."""
+    gate = asyncio.Event()
+    fetched = 0
+
+    async def provider() -> str:
+        nonlocal fetched
+        fetched += 1
+        if fetched == 3:
+            await gate.wait()  # the slow refresh of token 2
+        return f"t{fetched}"
+
+    async with ha.HealthClient(base_url="https://api.example.com", token_provider=provider) as client:
+        session = client._session
+        auth = session.auth
+        assert await auth.token(session) == "t1"
+        assert await auth.refresh(session, auth.generation) == "t2"  # a 401 of t1: t2
+        third = asyncio.create_task(auth.refresh(session, auth.generation))  # a 401 of t2: the slow fetch of t3
+        await asyncio.sleep(0)
+        late = asyncio.create_task(auth.refresh(session, 1))  # the late 401 of t1
+        await asyncio.sleep(0)
+        assert not late.done()  # not handed t2, the token just refused
+        gate.set()
+        assert await late == "t3" and await third == "t3" and fetched == 3

@@ -679,6 +679,37 @@ async def test_custom_store_plugs_in_and_is_shared_between_handlers(serve: Serve
     assert store.calls == [("add", key, t + 60), ("add", key, t + 60)]
 
 
+class SlowStore(RecordingStore):
+    """A store that does I/O, as a Redis one: the key is set when the command goes out, then the reply is awaited
+    (held here until ``reply`` is set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reply = asyncio.Event()
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        first = await super().add(key, expires_at)
+        await self.reply.wait()
+        return first
+
+
+async def test_a_webhook_cancelled_while_its_key_is_stored_is_processed_when_redelivered(serve: Serve) -> None:
+    receiver, store = Receiver(), SlowStore()
+    url = await start(serve, receiver, seen_store=store)
+    header = sign(PII, SECRET)
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(TimeoutError):  # the sender gives up: the request is cancelled in the store's add
+            async with asyncio.timeout(0.2):
+                await post(session, url, PII, header)
+        for _ in range(100):
+            if ("discard", store.calls[0][1], None) in store.calls:
+                break
+            await asyncio.sleep(0.01)
+        store.reply.set()
+        assert await post(session, url, PII, header) == (200, "ok")  # the redelivery is not taken for a replay
+    assert len(receiver.events) == 1
+
+
 async def test_a_failing_store_is_a_server_error(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
     receiver = Receiver()
     url = await start(serve, receiver, seen_store=RecordingStore(fail=True))

@@ -57,6 +57,7 @@ between processes and machines; a monotonic clock would mean nothing on another 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -320,7 +321,8 @@ class AbhaFlow(GuidedFlow[FlowStep]):
         except AbhaRateLimited as exc:
             self._block(exc)
             raise
-        except OutcomeUnknown:
+        except (OutcomeUnknown, asyncio.CancelledError):
+            # cancelled while in flight: the OTP may have gone out too (re-raised, never swallowed)
             self._note_send(hint=self._hint, unknown=True)
             raise
         finally:
@@ -376,7 +378,8 @@ class AbhaFlow(GuidedFlow[FlowStep]):
         txn_id = self._txn_id
         try:
             answer = await self._run(lambda: self._create_call(txn_id, address, profile))
-        except OutcomeUnknown:
+        except (OutcomeUnknown, asyncio.CancelledError):
+            # cancelled while in flight: the account may have been created too (re-raised, never swallowed)
             self._pending_create = address
             self._revision += 1
             raise
@@ -743,6 +746,7 @@ class KycUpgrade(AbhaFlow):
         (which never holds it). Raises as :meth:`AbhaFlow.verify_otp`; ``InvalidRequest`` (nothing sent) when the
         flow needs the token and has none.
         """
+        self._expect("verify_otp", FlowStep.VERIFY_OTP)  # first: a call refused changes nothing
         if user_token is not None:
             self._user_token = normalize_user_token(user_token)
             self._user_token_given = True
