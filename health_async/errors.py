@@ -70,6 +70,7 @@ __all__ = [
     "AbhaBlocked",
     "AccountLikelyCreated",
     "AbhaError",
+    "AbhaSessionExpired",
     "AbhaRateLimited",
     "ApiError",
     "AuthenticationError",
@@ -167,6 +168,12 @@ class ProfileNotFound(NotFoundError):
 
 class AuthenticationError(ApiError):
     """401 or 403: the token is missing, expired (after one refresh) or not allowed to do this."""
+
+
+class AbhaSessionExpired(ApiError):
+    """491: the patient's ABHA gateway session has expired (ABDM's session pages: "APIs requiring ABHA Gateway
+    authentication will return a 491"). Open a new one (``client.abha.session(...)``, a mobile OTP) and call
+    again. Never retried: it does not heal by waiting, and your partner token is not the cause."""
 
 
 class RateLimitError(ApiError):
@@ -689,6 +696,13 @@ def error_from_response(status: int, headers: Mapping[str, str], body: Any, *, o
     """
     where = f"{operation}: " if operation else ""
     common: dict[str, Any] = {"status": status, "body": body, "headers": headers, "operation": operation}
+
+    if status == 491:  # before the ABHA body: whatever it says, the patient must log in again
+        return AbhaSessionExpired(
+            f"{where}the patient's ABHA gateway session has expired (HTTP 491): open a new one "
+            "(client.abha.session) and call again",
+            **common,
+        )
 
     if operation in ABHA_OPERATIONS and _is_abha_body(body):
         return _abha_error(status, body, operation, where, common)

@@ -115,6 +115,17 @@ async def test_a_read_is_retried_after_a_server_error(server: FakeHealthServer, 
     assert server.calls("abha_profile_get") == 2
 
 
+async def test_an_expired_gateway_session_is_a_typed_error_never_retried(
+    server: FakeHealthServer, client: ha.HealthClient
+) -> None:
+    # ABDM's session pages: "APIs requiring ABHA Gateway authentication will return a 491" once it expires
+    server.inject("abha_profile_get", Fault(status=491, times=1, body={"code": 491, "error": "session expired"}))
+    with pytest.raises(E.AbhaSessionExpired, match="491") as info:
+        await client.abha.profile()
+    assert info.value.operation and isinstance(info.value, E.ApiError) and not isinstance(info.value, E.AbhaError)
+    assert server.calls("abha_profile_get") == 1  # a read, yet not retried: waiting does not renew a session
+
+
 # ----------------------------------------------------------------------------------------------- update
 
 
