@@ -143,7 +143,37 @@ async def test_a_csv_without_a_required_column_is_refused_before_anything_is_sen
     latin.write_bytes(text.encode("latin-1"))
     with pytest.raises(InvalidRequest, match=r"not UTF-8 text \(line 3\)"):
         await IngestJob.link(latin, out=tmp_path / "o3.jsonl", client=client).run()
+    twice = write_csv(tmp_path / "t.csv", visits(3), ("care_context_id", "display", "hi_type", "oid", "oid"))
+    with pytest.raises(InvalidRequest, match="repeats the column oid"):  # which patient? never the last by chance
+        await IngestJob.link(twice, out=tmp_path / "o4.jsonl", client=client).run()
     assert server.calls("care_contexts_link") == 0
+
+
+async def test_a_csv_with_a_large_bundle_a_quote_left_open_and_json_lines_with_a_bom(
+    server: FakeHealthServer, client: HealthClient, tmp_path: Path
+) -> None:
+    big = {**BUNDLE, "padding": "x" * 300_000}  # over the csv module's 128 KiB default cell limit
+    cell = json.dumps(big).replace('"', '""')
+    source = tmp_path / "big.csv"
+    source.write_text(
+        f'care_context_id,display,hi_type,oid,data\nv1,Visit,Prescription,o1,"{cell}"\nv2,Visit,OPConsultation,o2,\n',
+        encoding="utf-8",
+    )
+    summary = await IngestJob.link(source, out=tmp_path / "big.jsonl", client=client).run()
+    assert summary.status.done == 2 and "v1" in server.abdm.links["o1"]
+    open_quote = tmp_path / "q.csv"  # row 3 opens a quote it never closes: reported, not swallowing rows 4-5
+    open_quote.write_text(
+        'care_context_id,display,hi_type,oid\nv1,Visit,OPConsultation,o\nv2,"Visit 2,OPConsultation,o\n'
+        "v3,Visit,OPConsultation,o\nv4,Visit,OPConsultation,o\n",
+        encoding="utf-8",
+    )
+    await IngestJob.link(open_quote, out=tmp_path / "q.jsonl", client=client).run()
+    errors = {k: v["error"]["message"] for k, v in rows_of(tmp_path / "q.jsonl").items() if "error" in v}
+    assert any("cannot be read" in message and "quote" in message for message in errors.values()), errors
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + orjson.dumps(visits(1)[0]) + b"\n")
+    summary = await IngestJob.link(bom, out=tmp_path / "bom-out.jsonl", client=client).run()
+    assert summary.status.done == 1 and summary.status.failed == 0
 
 
 # ------------------------------------------------------------------------------------------ unknown outcomes

@@ -175,7 +175,11 @@ def check_link_input(path: str) -> None:
             header = next(csv.reader(f), None)
     except csv.Error:
         raise InvalidRequest("the care contexts CSV's header row cannot be read") from None
-    columns = {c.strip() for c in header or ()}
+    names = [c.strip() for c in header or ()]
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:  # a DictReader would keep the last: a row could be linked to the patient of the wrong column
+        raise InvalidRequest(f"the care contexts CSV repeats the column {', '.join(repeated)}: name each column once")
+    columns = set(names)
     missing = [c for c in REQUIRED_COLUMNS if c not in columns]
     if missing:
         raise InvalidRequest(f"the care contexts CSV has no {', '.join(missing)} column (a header row names them)")
@@ -268,6 +272,8 @@ class LinkRows:
         with open(self.path, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 where = f"line {number}"
+                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 BOM, as some editors write
+                    raw = raw[3:]
                 if not raw.strip():
                     self.blank += 1
                     continue
@@ -281,7 +287,9 @@ class LinkRows:
     def _csv(self) -> Iterator[tuple[str, dict[str, Any] | str]]:
         with open(self.path, "rb") as f:
             text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="strict", newline="")
-            reader = csv.DictReader(text, skipinitialspace=False)
+            _allow_cells_up_to(_MAX_CELL)
+            # strict: a quote left open is an error, not the rest of the file swallowed into one cell
+            reader = csv.DictReader(text, skipinitialspace=False, strict=True)
             if reader.fieldnames is not None:
                 reader.fieldnames = [c.strip() for c in reader.fieldnames]
             number = 1
@@ -293,9 +301,27 @@ class LinkRows:
                     return
                 except (UnicodeDecodeError, csv.Error):
                     # a record that cannot be read ends the reading: what follows cannot be trusted to be rows
-                    yield f"row {number}", f"row {number} and after cannot be read (not UTF-8, or not CSV)"
+                    yield (
+                        f"row {number}",
+                        (
+                            f"row {number} and after cannot be read (not UTF-8, not CSV such as a quote left "
+                            f"open, or a cell over {_MAX_CELL >> 20} MiB)"
+                        ),
+                    )
                     return
                 yield f"row {number}", row
+
+
+#: The largest CSV cell read (a ``data`` cell holds a whole FHIR bundle's JSON): Python's csv module stops at
+#: 128 KiB by default, and the first cell over its limit ended the reading.
+_MAX_CELL: Final = 256 << 20
+
+
+def _allow_cells_up_to(size: int) -> None:
+    """Raise the csv module's cell limit to ``size`` if it is lower. Judgement call: the limit is the process's
+    (the module has no per-reader one); it is only ever raised, which no other reader of CSV relies on."""
+    if csv.field_size_limit() < size:
+        csv.field_size_limit(size)
 
 
 def link_rows(path: str | os.PathLike[str]) -> LinkRows:
