@@ -39,9 +39,10 @@ _KEY_SIZES: Final = (16, 24, 32)
 def _aead(key: object) -> AESGCM:
     if not isinstance(key, bytes | bytearray | memoryview):
         raise InvalidArgumentType(f"seal must be bytes (a 16, 24 or 32-byte secret key), not {type(key).__name__}")
-    if len(key) not in _KEY_SIZES:
-        raise InvalidRequest(f"seal must be a 16, 24 or 32-byte secret key; this one is {len(key)} bytes")
-    return AESGCM(bytes(key))
+    size = memoryview(key).nbytes  # bytes, not items: a view of 4-byte ints is not a 16-byte key because len() is 4
+    if size not in _KEY_SIZES:
+        raise InvalidRequest(f"seal must be a 16, 24 or 32-byte secret key; this one is {size} bytes")
+    return AESGCM(memoryview(key).tobytes())
 
 
 def seal(payload: bytes, key: bytes, *, purpose: bytes, now: float, max_age: float) -> str:
@@ -49,7 +50,7 @@ def seal(payload: bytes, key: bytes, *, purpose: bytes, now: float, max_age: flo
     aead = _aead(key)
     if not isinstance(max_age, int | float) or isinstance(max_age, bool) or not 0 < max_age < 10**9:
         raise InvalidRequest("max_age must be a number of seconds > 0")
-    if not math.isfinite(now):
+    if not _is_seconds(now) or not math.isfinite(now) or not -(2**62) < now + max_age < 2**62:
         raise InvalidRequest("the flow's clock must give finite seconds")
     head = bytes((VERSION,))
     nonce = os.urandom(_NONCE)
@@ -73,6 +74,9 @@ def open_sealed(token: str, key: bytes, *, purpose: bytes, now: float) -> bytes:
         raw = pybase64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
     except (binascii.Error, ValueError):
         raise FlowStateInvalid("the sealed state is not one this library made (not URL-safe base64)") from None
+    if pybase64.urlsafe_b64encode(raw).rstrip(b"=") != token.encode("ascii"):
+        # one blob, one spelling: '=' padding or other unused low bits of the last character are a changed token
+        raise FlowStateInvalid("the sealed state is not one this library made (not its own spelling)")
     head, nonce, body = raw[:1], raw[1 : 1 + _NONCE], raw[1 + _NONCE :]
     if head != bytes((VERSION,)) or len(nonce) != _NONCE:
         raise FlowStateInvalid("the sealed state is not one this library made (unknown version)")
@@ -83,6 +87,14 @@ def open_sealed(token: str, key: bytes, *, purpose: bytes, now: float) -> bytes:
             "the sealed state does not open with this key: changed, truncated, or sealed with another key"
         ) from None
     _, expires_at = _TIMES.unpack_from(plain)
+    if not _is_seconds(now):
+        raise InvalidRequest("the flow's clock must give finite seconds")
     if not now < expires_at:  # so a clock giving NaN fails closed
         raise FlowStateExpired("the sealed state has expired: start the flow again")
     return plain[_TIMES.size :]
+
+
+def _is_seconds(value: object) -> bool:
+    """A clock's reading is a number (a bool, a str or ``None`` is a broken clock). ``nan`` and the infinities
+    pass here: opening then fails closed at the expiry check, sealing refuses them."""
+    return isinstance(value, int | float) and not isinstance(value, bool)

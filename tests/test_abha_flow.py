@@ -5,6 +5,7 @@ and the interactive ``health-async abha`` command with a fake prompt."""
 
 from __future__ import annotations
 
+import array
 import asyncio
 import datetime as dt
 import io
@@ -976,3 +977,23 @@ async def test_a_resend_cancelled_in_flight_counts_as_sent(
     with pytest.raises(E.ResendTooSoon):  # and the interval runs from it
         await reg.resend_otp()
     assert server.calls("aadhaar_resend") == 1
+
+
+async def test_a_sealed_state_has_one_spelling_and_a_key_is_counted_in_bytes(client: ha.HealthClient) -> None:
+    reg = await client.abha.register_with_mobile(SEAL_MOBILE)
+    cookie = reg.to_state(seal=SEAL_KEY)
+    assert isinstance(cookie, str) and client.abha.resume(cookie, seal=SEAL_KEY).next_step is reg.next_step
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    respelt = [cookie + "=", *(cookie[:-1] + c for c in alphabet if c != cookie[-1])]
+    opened = []
+    for token in respelt:  # the same bytes another way (unused low bits, padding) or other bytes: never opens
+        try:
+            client.abha.resume(token, seal=SEAL_KEY)
+            opened.append(token)
+        except (FlowStateInvalid, FlowStateExpired):
+            pass
+    assert opened == []
+    wide = memoryview(array.array("I", range(4)))  # 4 items, 16 bytes: a 16-byte key
+    assert len(wide) == 4 and isinstance(reg.to_state(seal=wide), str)  # type: ignore[call-overload]
+    with pytest.raises(InvalidRequest, match="16, 24 or 32-byte"):
+        reg.to_state(seal=memoryview(array.array("I", range(24))))  # type: ignore[call-overload]  # 96 bytes
