@@ -354,3 +354,22 @@ def test_a_blocked_flow_ends_and_its_state_goes(server: FakeHealthServer, run: R
     code, line = run("login", stdin={"otp": otp})  # locked: ABDM-1100
     assert code == 1 and line["step"] == "blocked" and line["error"]["type"] == "AbhaRateLimited"
     assert line["blocked_until"] > time.time() and not run.state.exists()
+
+
+def test_a_run_never_overwrites_the_state_another_run_saved_meanwhile(
+    server: FakeHealthServer, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    aadhaar = server.data.valid_aadhaar[0]
+    assert run("register", "--aadhaar", stdin={"aadhaar": aadhaar})[0] == 3
+    otp = run.otp()
+    answer = abha_cli._answer
+
+    async def answered_while_another_run_saves(*args: Any) -> Any:
+        result = await answer(*args)
+        run.state.write_text("another run's state\n")  # a second terminal answered the same step meanwhile
+        return result
+
+    monkeypatch.setattr(abha_cli, "_answer", answered_while_another_run_saves)
+    code, line = run("register", "--aadhaar", stdin={"otp": otp, "mobile": server.abha.linked_mobile(aadhaar)})
+    assert code == 1 and line["error"]["type"] == "StateChanged" and "kept" in line["error"]["message"], line
+    assert run.state.read_text() == "another run's state\n"  # that run's state stays; this step's is dropped

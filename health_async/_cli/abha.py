@@ -840,9 +840,27 @@ def _step_line(flow: AbhaFlow, suggestions: Iterable[str] = ()) -> dict[str, Any
     return line
 
 
-def _save(path: Path, sealed: str) -> None:
+class _StateChanged(Exception):
+    """Another run saved (or removed) the state file after this run read it."""
+
+
+def _unchanged(path: Path, loaded: str | None) -> bool:
+    """Whether ``path`` still holds what this run read (``None``: no file) when it began."""
+    try:
+        return _load(path) == loaded
+    except OSError:
+        return False
+
+
+def _save(path: Path, sealed: str, loaded: str | None) -> None:
     """Write the sealed state to ``path`` atomically (a temporary file beside it, then ``os.replace``), mode 0600
-    (:func:`tempfile.mkstemp` creates it so, readable and writable by its owner only, before anything is written)."""
+    (:func:`tempfile.mkstemp` creates it so, readable and writable by its owner only, before anything is written),
+    unless another run changed the file since this one read it (``loaded``): then :class:`_StateChanged`, and that
+    run's state stays. Judgement call: two runs on one state each send their step; without this check the last to
+    save silently undid the other's (measured: a flow stuck until its file was deleted). The check and the
+    replacement are not one atomic step: runs that end within the same milliseconds are not told apart."""
+    if not _unchanged(path, loaded):
+        raise _StateChanged
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="ascii") as f:
@@ -866,9 +884,11 @@ def _load(path: Path) -> str | None:
     return data.decode("utf-8", "replace").strip()
 
 
-def _remove(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.unlink()
+def _remove(path: Path, loaded: str | None) -> None:
+    """Remove the state file, unless another run saved it since this one read it (``loaded``)."""
+    if _unchanged(path, loaded):
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _file_error(exc: OSError, what: str) -> dict[str, Any]:
@@ -877,6 +897,10 @@ def _file_error(exc: OSError, what: str) -> dict[str, Any]:
 
 
 _ENDED: Final = frozenset({FlowStep.DONE, FlowStep.LOG_IN, FlowStep.BLOCKED})
+_CHANGED: Final = (
+    "another run of this flow saved its state file meanwhile: that run's state is kept and this step's is dropped; "
+    "run again to see where the flow is"
+)
 
 
 def _finish(
@@ -885,27 +909,31 @@ def _finish(
     key: bytes,
     secrets: _Secrets,
     *,
+    loaded: str | None,
     error: BaseException | None = None,
     suggestions: Iterable[str] = (),
 ) -> int:
     """After a step: the result (done: the state file deleted), or the state saved and the step line, with the
-    step's error if any; returns the exit status."""
+    step's error if any; returns the exit status. ``loaded``: the state file as this run read it."""
     step = flow.next_step
     done = _done(flow) if step is FlowStep.DONE and error is None else None
     if done is not None:
-        _remove(path)
+        _remove(path, loaded)
         emit({"step": step.value, **done})
         return 0
     line = _step_line(flow, suggestions)
     if step in _ENDED:  # the flow cannot go on (blocked, a create that most likely took effect): start again
-        _remove(path)
+        _remove(path, loaded)
         if isinstance(error, AccountLikelyCreated):
             line["abha_address"] = error.abha_address
         if error is None:
             error = InvalidFlowStep(f"the flow has ended at {step.value}: start a new one")
     else:
         try:
-            _save(path, flow.to_state(seal=key))
+            _save(path, flow.to_state(seal=key), loaded)
+        except _StateChanged:
+            emit({**line, "error": {"type": "StateChanged", "message": _CHANGED}})
+            return 1
         except OSError as exc:
             emit({**line, "error": _file_error(exc, "could not be written: the flow cannot go on; start again")})
             return 1
@@ -943,7 +971,7 @@ async def _first_run(
     except HealthError as exc:  # nothing was started: no state
         emit({"step": None, "error": _error(exc, secrets)})
         return 1
-    return _finish(flow, path, key, secrets)
+    return _finish(flow, path, key, secrets, loaded=None)
 
 
 async def _next_run(
@@ -958,7 +986,7 @@ async def _next_run(
     try:
         flow = client.abha.resume(sealed, seal=key)
     except FlowStateExpired as exc:  # start again: the file is of no more use
-        _remove(path)
+        _remove(path, sealed)
         emit({"step": None, "error": _error(exc, secrets)})
         return 1
     except InvalidRequest as exc:  # FlowStateInvalid (changed, another key), a state of another version: kept
@@ -970,24 +998,24 @@ async def _next_run(
         emit({"step": None, "error": _error(mismatch, secrets)})
         return 1
     if flow.next_step in _ENDED:
-        return _finish(flow, path, key, secrets)
+        return _finish(flow, path, key, secrets, loaded=sealed)
     try:
         answer = _read_answer(stdin)
     except InvalidRequest as exc:
-        return _finish(flow, path, key, secrets, error=exc)
+        return _finish(flow, path, key, secrets, loaded=sealed, error=exc)
     if answer is None:  # nothing to do: say again what the flow waits for
         emit(_step_line(flow))
         return EXIT_WAITING
     try:
         suggestions = await _answer(flow, answer, secrets)
     except HealthError as exc:
-        return _finish(flow, path, key, secrets, error=exc)
+        return _finish(flow, path, key, secrets, loaded=sealed, error=exc)
     except (KeyboardInterrupt, asyncio.CancelledError):  # keep the flow as far as it got
         if flow.next_step not in _ENDED:
-            with contextlib.suppress(OSError, HealthError):
-                _save(path, flow.to_state(seal=key))
+            with contextlib.suppress(OSError, HealthError, _StateChanged):
+                _save(path, flow.to_state(seal=key), sealed)
         raise
-    return _finish(flow, path, key, secrets, suggestions=suggestions)
+    return _finish(flow, path, key, secrets, loaded=sealed, suggestions=suggestions)
 
 
 async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | None = None) -> int:
