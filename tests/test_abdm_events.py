@@ -487,10 +487,10 @@ def test_a_misfit_in_a_nested_item_drops_only_that_field() -> None:
     )
     push = structure({"consent_id": "c-1", "key_information": {"nonce": 5.5, "crypto_alg": "ECDH"}}, HiuDataPush)
     assert push == HiuDataPush(consent_id="c-1", key=HipKey(crypto_alg="ECDH"))
-    # HipKey reads dh_public_key.* through dotted wire names, and _wire reads a dotted name before its lenient
-    # guard: a dh_public_key that is not an object drops the whole key (the rest of the event is kept)
+    # HipKey reads dh_public_key.* through dotted wire names: a dh_public_key that is not an object drops only the
+    # fields under it (the nonce and the rest of the event are kept)
     push = structure({"consent_id": "c-1", "key_information": {"nonce": "n", "dh_public_key": "k"}}, HiuDataPush)
-    assert push == HiuDataPush(consent_id="c-1", key=None)
+    assert push == HiuDataPush(consent_id="c-1", key=HipKey(nonce="n"))
     assert structure({"notification": ["GRANTED"], "status": "GRANTED"}, ConsentUpdate) == ConsentUpdate(
         status="GRANTED"
     )

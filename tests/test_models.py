@@ -19,11 +19,17 @@ from hypothesis import strategies as st
 import health_async as ha
 from health_async._plain import _document_json_by_item, document_json, unstructure
 from health_async._wire import fast_decoder, structure, wire
+from health_async.errors import ResponseValidationError
 from health_async.models import (
     AadhaarInit,
+    AbhaProfile,
+    Coordinate,
     Document,
     DocumentPage,
     FileType,
+    HipKey,
+    NewAbhaProfile,
+    PinOtpSent,
     Profile,
     ReportItem,
     ResultFlag,
@@ -665,3 +671,26 @@ def test_an_answer_with_a_txn_id_is_never_lost_to_a_side_field(caplog: pytest.Lo
     # a model without a txn id or token stays strict: a bad optional field fails the answer
     with pytest.raises(ha.ResponseValidationError, match="arc"):
         structure({"oid": "p1", "arc": "maybe"}, ha.Patient)
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "field"),
+    [
+        (ReportItem, {"id": "--1"}, "id"),
+        (ReportItem, {"id": "9" * 5000}, "id"),
+        (Coordinate, {"x": 10**400, "y": 1}, "x"),
+    ],
+    ids=["int-double-minus", "int-5000-digits", "float-overflow"],
+)
+def test_a_number_that_does_not_fit_names_its_field(model: type, data: dict[str, Any], field: str) -> None:
+    with pytest.raises(ResponseValidationError, match=f"field {field} "):
+        structure(data, model)
+
+
+def test_lenient_models_read_a_misfit_as_not_sent_and_properties_never_raise() -> None:
+    assert structure({"txn_id": "t", "expiry_in_minutes": "--1"}, PinOtpSent).expiry_in_minutes is None
+    assert structure({"dh_public_key": []}, HipKey) == HipKey()  # a nested name under another shape
+    profile = structure({"day_of_birth": 1, "month_of_birth": 1, "year_of_birth": 2**31}, AbhaProfile)
+    assert profile.date_of_birth is None
+    with pytest.raises(ResponseValidationError, match="field gender"):
+        structure({"first_name": "A", "gender": []}, NewAbhaProfile)  # a Literal given a list: no TypeError

@@ -183,7 +183,7 @@ class AbhaProfile:
             return None
         try:
             return dt.date(self.year_of_birth, self.month_of_birth, self.day_of_birth)
-        except ValueError:
+        except (ValueError, OverflowError):  # a year past a C int is valid JSON too
             return None
 
 

@@ -194,7 +194,7 @@ def _number(text: str | float | None) -> float | None:
         return None
     try:
         number = float(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # 10**400 is valid JSON, and no float
         return None
     return number if number == number and abs(number) != float("inf") else None
 
