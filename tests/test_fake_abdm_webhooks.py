@@ -15,7 +15,7 @@ from aiohttp import web
 
 import health_async as ha
 from health_async import webhooks
-from health_async.models import CareContext, HealthDataRequest, HiType, LinkStatus
+from health_async.models import CareContext, ConsentUpdate, HealthDataRequest, HiType, LinkStatus
 from health_async.testing import FakeHealthServer
 from health_async.testing._abdm import DELIVERY_ATTEMPTS, LINK_ERROR
 
@@ -198,11 +198,37 @@ async def test_a_data_request_sent_by_the_fake_is_answered_end_to_end(
     assert request.hip_id == "HIP-2" and request.oid == "oid-1"
     (event,) = seen
     assert event.event == FETCH and event.transaction_id == sent.transaction_id and event.signed_at is not None
+    # hip-data-fetch.mdx: the envelope has the webhook's transaction id, ``data.transaction_id`` is "": the client
+    # falls back to the envelope's id, and its push names that id, which the fake takes
+    assert event.raw["service"] == "abdm" and event.raw["data"]["transaction_id"] == ""
+    pages = server.abdm.pages(sent.transaction_id)
+    assert pages and {page["transaction_id"] for page in pages} == {sent.transaction_id}
+    assert [r.status for r in server.requests if r.route == "hip_data_push"] == [202] * len(pages)
     received = server.abdm.received(sent.transaction_id)  # decrypted with the HIU key, checksums checked
     assert set(received) == {"visit-0", "visit-1"}
     assert json.loads(received["visit-1"]) == {"resourceType": "Bundle", "id": "visit-1"}
     assert server.abdm.deliveries == [(FETCH, 200)]
     await handler.aclose()
+
+
+async def test_a_consent_update_has_the_vendors_shape(serve: Serve, server: FakeHealthServer) -> None:
+    """consent-update.mdx: envelope ``service`` ``abha``, ``notification.consentArtefacts`` one object."""
+    events: list[webhooks.WebhookEvent] = []
+    server.abdm.webhooks(await receiver(serve, events), SECRET)
+    await server.abdm_hiu.consent_changed({"consent_id": "c-1", "status": "REVOKED", "artefact_ids": ["a-1"]})
+    await server.abdm_hiu.consent_changed({"consent_id": "c-2", "status": "REVOKED", "artefact_ids": ["a-2", "a-3"]})
+    await server.abdm.flush()
+    one, two = sorted(events, key=lambda e: e.raw["data"]["notification"]["consentRequestId"])
+    assert one.raw["service"] == "abha" and one.event == "abha.consent_update"
+    assert one.raw["data"]["notification"] == {
+        "consentRequestId": "c-1",
+        "status": "REVOKED",
+        "consentArtefacts": {"id": "a-1"},
+    }
+    assert two.raw["data"]["notification"]["consentArtefacts"] == [{"id": "a-2"}, {"id": "a-3"}]  # judgement call
+    update = one.payload()
+    assert isinstance(update, ConsentUpdate) and update.notification is not None
+    assert [a.id for a in update.notification.consent_artefacts] == ["a-1"]
 
 
 async def test_the_linked_list_finds_a_link_by_its_oid(server: FakeHealthServer, client: ha.HealthClient) -> None:

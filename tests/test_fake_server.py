@@ -80,7 +80,7 @@ async def test_tokens_login_refresh_and_expiry(server: FakeHealthServer, http: a
         fresh = await resp.json()
     async with http.get(url, headers={**headers, "Authorization": f"Bearer {fresh['access_token']}"}) as resp:
         assert resp.status == 200
-    async with http.post(refresh_url, json={"refresh_token": tokens["refresh_token"]}) as resp:
+    async with http.post(refresh_url, json={"refresh_token": tokens["refresh_token"]}, headers=headers) as resp:
         assert resp.status == 401  # a refresh token is used once
     server.reject_static_token(times=1)
     static = {"Authorization": f"Bearer {server.token}", "client-id": server.client_id}
@@ -106,6 +106,62 @@ async def test_list_pages_and_incremental_sync(server: FakeHealthServer, http: a
         assert len((await resp.json())["items"]) == 4
     async with http.get(url, headers=auth(server, Accept="*/*")) as resp:
         assert resp.status == 406
+
+
+@pytest.mark.parametrize("accept", ["application/x-protobuf, application/json;q=0.5", "application/json, */*", ""])
+async def test_list_wants_accept_to_be_exactly_application_json(
+    server: FakeHealthServer, http: aiohttp.ClientSession, accept: str
+) -> None:
+    """records.yaml: ``accept`` is required, an enum of the one value ``application/json`` (not a substring)."""
+    async with http.get(f"{server.url}/mr/api/v1/docs", headers=auth(server, Accept=accept)) as resp:
+        assert resp.status == 406
+
+
+async def test_refresh_requires_authorization_and_client_id(
+    server: FakeHealthServer, http: aiohttp.ClientSession
+) -> None:
+    """authorization.yml: refresh-token requires ``Authorization: Bearer <access_token>`` and ``Client-Id``."""
+    login = {"client_id": server.client_id, "client_secret": server.client_secret}
+    async with http.post(f"{server.url}/connect-auth/v1/account/login", json=login) as resp:
+        tokens = await resp.json()
+    refresh_url = f"{server.url}/connect-auth/v1/account/refresh-token"
+    body = {"refresh_token": tokens["refresh_token"]}
+    bearer = f"Bearer {tokens['access_token']}"
+    refused = [
+        ({"Client-Id": server.client_id}, 401),  # no Authorization
+        ({"Authorization": tokens["access_token"], "Client-Id": server.client_id}, 401),  # not a bearer token
+        ({"Authorization": bearer}, 400),  # no Client-Id
+        ({"Authorization": bearer, "Client-Id": "another-client"}, 401),
+    ]
+    for headers, status in refused:
+        async with http.post(refresh_url, json=body, headers=headers) as resp:
+            assert resp.status == status, headers
+            assert (await resp.json())["code"] == status  # OpenapiGenericError {code, error}
+    server.expire_tokens()  # an expired access token still names the caller
+    async with http.post(refresh_url, json=body, headers={"Authorization": bearer, "Client-Id": server.client_id}) as r:
+        assert r.status == 200 and (await r.json())["refresh_token"] != tokens["refresh_token"]
+
+
+async def test_a_presigned_batch_keeps_the_first_ten_tags(
+    server: FakeHealthServer, http: aiohttp.ClientSession
+) -> None:
+    """records.yaml (``tg``): more than 10 tags are not refused: only the first 10 are considered."""
+    tags = [f"tag{i}" for i in range(12)]
+    content = b"%PDF-1.4 fake"
+    entry = {"dt": "lr", "tg": tags, "files": [{"contentType": "application/pdf", "file_size": len(content)}]}
+    async with http.post(f"{server.url}/mr/api/v1/docs", json={"batch_request": [entry]}, headers=auth(server)) as r:
+        assert r.status == 200
+        (answer,) = (await r.json())["batch_response"]
+    assert "error_details" not in answer
+    (form,) = answer["forms"]
+    data = aiohttp.FormData()
+    for name, value in form["fields"].items():
+        data.add_field(name, value)
+    data.add_field("file", content, content_type="application/pdf", filename="a.pdf")
+    async with http.post(form["url"], data=data) as resp:
+        assert resp.status == 204
+    stored = orjson.loads(server.data.documents[server.data.user_ids[0]][answer["document_id"]])
+    assert stored["tags"] == tags[:10]
 
 
 async def test_upload_multipart_then_describe(server: FakeHealthServer, http: aiohttp.ClientSession) -> None:

@@ -37,7 +37,10 @@ checksum is MD5 hex of the plain text (ABDM's HIP specification: "Md5 checksum o
 Webhook judgement calls: the envelope is the vendor pages' (``service`` ``abdm``, ``event``, ``event_time``,
 ``transaction_id``, ``timestamp``, ``business_id`` :attr:`FakeAbdm.business_id`, ``client_id`` the server's);
 each link webhook has a transaction id of its own (receivers may de-duplicate on event, transaction id and
-status); a data request's webhook carries the data's transaction id (what :meth:`FakeAbdm.received` takes);
+status); a data request's webhook, as ``hip-data-fetch.mdx`` shows it, has a transaction id of its own in the
+envelope and ``data.transaction_id`` ``""``, and the request is held under the envelope's id (the page: push with
+"the ``transaction_id`` from this webhook"; what :meth:`FakeAbdm.received` takes), while :meth:`FakeAbdm.data_request`
+fills ``data.transaction_id`` for a test to send itself; ``abha.consent_update`` has ``service`` ``abha`` (its page's);
 ``hip_id`` is the link call's ``X-Hip-Id`` else ``"HIP-1"``, ``partner_patient_id`` its ``partner_user_id`` else
 ``X-Partner-Pt-Id``. A webhook the receiver does not take (not 2xx, or no answer) is sent again up to
 :data:`REDELIVERIES` (2) times, so :data:`DELIVERY_ATTEMPTS` (3) in all, :data:`REDELIVERY_DELAY` (0.05) s apart, each
@@ -88,7 +91,8 @@ DATA_FETCH_EVENT: Final = "abha.hip_data_fetch"
 class DataRequestSent(NamedTuple):
     """What :meth:`FakeAbdm.send_data_request` returns."""
 
-    #: The data request's transaction id (the webhook's and its ``data``'s): give it to :meth:`FakeAbdm.received`.
+    #: The data request's transaction id (the webhook envelope's; its ``data``'s is ``""``, as the vendor's page
+    #: shows): give it to :meth:`FakeAbdm.received`.
     transaction_id: str
     #: The last attempt's outcome: the receiver's HTTP status, or the exception's type name when it did not answer.
     status: Outcome
@@ -241,11 +245,14 @@ class FakeAbdm(WebhookDomain):
 
     # ------------------------------------------------------------------------------ webhooks
 
-    def _envelope(self, event: str, transaction_id: str, data: dict[str, Any]) -> dict[str, Any]:
-        """A webhook body as the vendor's pages show it (``timestamp`` is set again at each attempt)."""
+    def _envelope(
+        self, event: str, transaction_id: str, data: dict[str, Any], *, service: str = "abdm"
+    ) -> dict[str, Any]:
+        """A webhook body as the vendor's pages show it (``timestamp`` is set again at each attempt; ``service``
+        is ``abdm`` on every ABDM page but ``consent-update.mdx``'s, which has ``abha``)."""
         now = int(time.time())
         return {
-            "service": "abdm",
+            "service": service,
             "event": event,
             "event_time": now,
             "transaction_id": transaction_id,
@@ -262,13 +269,15 @@ class FakeAbdm(WebhookDomain):
         """Whether a webhook URL is registered (:meth:`webhooks`)."""
         return self._target is not None
 
-    async def send_webhook(self, event: str, transaction_id: str, data: dict[str, Any]) -> Outcome:
-        """Send one signed webhook ``event`` with ``data`` to the registered URL, redelivered as the hospital
-        side's are; ``RuntimeError`` when no URL is registered."""
+    async def send_webhook(
+        self, event: str, transaction_id: str, data: dict[str, Any], *, service: str = "abdm"
+    ) -> Outcome:
+        """Send one signed webhook ``event`` with ``data`` (envelope ``service`` as given) to the registered URL,
+        redelivered as the hospital side's are; ``RuntimeError`` when no URL is registered."""
         target = self._target
         if target is None:
             raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
-        return await self._deliver(target, self._envelope(event, transaction_id, data))
+        return await self._deliver(target, self._envelope(event, transaction_id, data, service=service))
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` as a background task of this domain: awaited by :meth:`flush`, cancelled on close."""
@@ -304,6 +313,10 @@ class FakeAbdm(WebhookDomain):
         """Make a data request with :meth:`data_request` (same arguments) and send it to the registered URL as a
         signed ``abha.hip_data_fetch`` webhook, redelivered as the others; returns once it was taken or given up.
 
+        As ``hip-data-fetch.mdx`` shows it: the envelope has a webhook transaction id of its own and
+        ``data.transaction_id`` is ``""``; the page says to push with "the ``transaction_id`` from this webhook",
+        so the request is held under the envelope's id (the returned one, for :meth:`received` and :meth:`pages`).
+
         ``RuntimeError`` when no URL is registered (:meth:`webhooks`)."""
         target = self._target
         if target is None:
@@ -311,7 +324,9 @@ class FakeAbdm(WebhookDomain):
         data = self.data_request(
             care_contexts, abha_address=abha_address, oid=oid, hip_id=hip_id, expires_in=expires_in, hi_types=hi_types
         )
-        transaction_id: str = data["transaction_id"]
+        transaction_id = str(uuid.uuid4())  # the webhook's own id: the one the push must name
+        self._hiu[transaction_id] = self._hiu.pop(data["transaction_id"])
+        data["transaction_id"] = ""
         outcome = await self._deliver(target, self._envelope(DATA_FETCH_EVENT, transaction_id, data))
         return DataRequestSent(transaction_id, outcome)
 

@@ -54,6 +54,8 @@ __all__ = ["CONSENT_UPDATE_EVENT", "DATA_PUSH_EVENT", "ROUTES", "DataPushSent", 
 ROUTES: Final[tuple[str, ...]] = ("hiu_keyset", "hiu_data_on_push")
 DATA_PUSH_EVENT: Final = "abha.hiu_data_push"
 CONSENT_UPDATE_EVENT: Final = "abha.consent_update"
+#: The envelope's ``service`` of :data:`CONSENT_UPDATE_EVENT` (``consent-update.mdx``; the other ABDM pages: ``abdm``).
+CONSENT_UPDATE_SERVICE: Final = "abha"
 _NONCE_SIZE: Final = 32
 
 
@@ -84,6 +86,13 @@ def _b64(value: object) -> bytes | None:
 
 def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value)
+
+
+def _artefacts(artefact_ids: list[str]) -> dict[str, str] | list[dict[str, str]]:
+    """``consentArtefacts`` of a consent update: one ``{id}`` object, as ``consent-update.mdx`` shows it, when the
+    change names one artefact; a list of them otherwise (the page shows no other case)."""
+    refs = [{"id": artefact_id} for artefact_id in artefact_ids]
+    return refs[0] if len(refs) == 1 else refs
 
 
 def sample_bundle(care_context_id: str, hi_type: str) -> dict[str, Any]:
@@ -172,9 +181,11 @@ class FakeHiu(Domain):
             abdm.in_background(self._push_quietly(consent))
 
     async def consent_changed(self, change: Mapping[str, Any]) -> None:
-        """Tell the HIU that a consent's status changed: the signed ``abha.consent_update`` webhook
-        (``webhooks/consent-update.mdx``: ``data`` ``{timestamp, status, notification: {consentRequestId, status,
-        consentArtefacts}}``), in the background, when a webhook URL is registered. The server wires this to
+        """Tell the HIU that a consent's status changed: the signed ``abha.consent_update`` webhook as
+        ``webhooks/consent-update.mdx`` shows it (envelope ``service`` ``abha``; ``data`` ``{timestamp, status,
+        notification: {consentRequestId, status, consentArtefacts}}``, ``consentArtefacts`` one ``{id}`` object;
+        judgement call: a change of several artefacts, or of none, sends a list of them, which the page does not
+        show), in the background, when a webhook URL is registered. The server wires this to
         :attr:`FakeConsents.on_status_changed <health_async.testing._abdm_consents.FakeConsents.on_status_changed>`."""
         abdm = getattr(self.server, "abdm", None)
         if not isinstance(abdm, FakeAbdm) or not abdm.webhooks_registered:
@@ -186,7 +197,7 @@ class FakeHiu(Domain):
             "notification": {
                 "consentRequestId": change["consent_id"],
                 "status": change["status"],
-                "consentArtefacts": [{"id": artefact_id} for artefact_id in change["artefact_ids"]],
+                "consentArtefacts": _artefacts(change["artefact_ids"]),
             },
         }
         abdm.in_background(self._notify(data))
@@ -194,7 +205,7 @@ class FakeHiu(Domain):
     async def _notify(self, data: dict[str, Any]) -> None:
         abdm = getattr(self.server, "abdm", None)
         if isinstance(abdm, FakeAbdm) and abdm.webhooks_registered:  # still registered when the task runs
-            await abdm.send_webhook(CONSENT_UPDATE_EVENT, str(uuid.uuid4()), data)
+            await abdm.send_webhook(CONSENT_UPDATE_EVENT, str(uuid.uuid4()), data, service=CONSENT_UPDATE_SERVICE)
 
     async def _push_quietly(self, consent: dict[str, Any]) -> None:
         try:

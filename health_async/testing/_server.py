@@ -94,9 +94,10 @@ class FakeHealthServer:
     responses (to encrypted requests, or to all with ``encrypt_responses=True``) using the library's own
     :mod:`health_async.jwe`. Binds to 127.0.0.1 by default; ``port=0`` picks a free port (see :attr:`url`).
 
-    Judgement calls: the list operation answers 406 without ``Accept: application/json`` (the live service may
-    answer protobuf); faults apply before the token check, as a gateway's would; an upload without ``X-Pt-Id`` is
-    stored for the first seeded user.
+    Judgement calls: the list operation answers 406 unless ``Accept`` is exactly ``application/json`` (records.yaml:
+    required, enum of that one value; the live service may answer protobuf); refresh-token answers 401 without
+    ``Authorization: Bearer ...`` and 400 without ``Client-Id`` (authorization.yml requires both); faults apply
+    before the token check, as a gateway's would; an upload without ``X-Pt-Id`` is stored for the first seeded user.
     """
 
     def __init__(
@@ -400,7 +401,19 @@ class FakeHealthServer:
         return web.json_response(self._issue())
 
     async def _refresh(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:
-        body = await self._read_json(request, rec)
+        """authorization.yml requires ``Authorization`` (``Bearer <access_token>``) and ``Client-Id``: 401
+        ``{code, error}`` without a bearer token (its access token may have expired: only its presence is
+        checked), 400 without ``Client-Id``, 401 for another client's; then 401 for a refresh token not issued,
+        or used already."""
+        body = await self._read_json(request, rec)  # read first, so the record holds it whatever the answer
+        scheme, _, bearer = request.headers.get(R.AUTHORIZATION, "").partition(" ")
+        if scheme != "Bearer" or not bearer.strip():
+            return web.json_response({"code": 401, "error": "Authorization: Bearer header is required"}, status=401)
+        client_id = request.headers.get(R.CLIENT_ID)
+        if not client_id:
+            return web.json_response({"code": 400, "error": "Client-Id header is required"}, status=400)
+        if client_id != self.client_id:
+            return web.json_response({"code": 401, "error": "unknown Client-Id"}, status=401)
         token = body.get("refresh_token") if isinstance(body, dict) else None
         if token not in self._refresh_tokens:
             return web.json_response({"message": "invalid refresh token"}, status=401)
@@ -420,7 +433,7 @@ class FakeHealthServer:
         user = request.headers.get(R.PT_ID)
         if not user:
             return web.json_response({"message": "X-Pt-Id header is required"}, status=400)
-        if "application/json" not in request.headers.get(R.ACCEPT, ""):
+        if request.headers.get(R.ACCEPT, "").strip() != "application/json":  # records.yaml: enum, one value
             return web.Response(status=406, text="send Accept: application/json")
         try:
             offset = int(request.query.get("offset", "0"))

@@ -2,15 +2,16 @@
 DELETE of documents, and ``/mr/api/v1/cases``.
 
 **Presigned uploads.** ``presigned_batch`` checks the vendor's limits (at most 10 files an entry, one content type,
-``application/pdf``/``image/png``/``image/jpg``, PDF 25 MiB, image 10 MiB, tags of 2-20 characters, at most 10)
-and answers, per entry, a ``document_id`` and one form per file, or ``error_details`` ``{code, message}``. The
-forms point at a *second* host, :attr:`FakeStorage.storage_url` (its own aiohttp runner on 127.0.0.1, port 0),
-whose ``storage_form`` route wants the signed fields first, exactly as issued, then the file with the declared
-content type and exact size; it answers 204 and keeps a :class:`StorageRequest` in :attr:`FakeStorage.received`
-(headers included, so a test can assert that no ``Authorization``, ``client-id`` or ``X-Pt-Id`` arrived). Once every
-file of a document arrived, the document is stored in ``server.data.documents[user]`` (and listed), so describe
-finds it. The storage route takes no bearer token (as real presigned storage); ``server.inject("storage_form",
-...)`` faults apply to it, after its body was read.
+``application/pdf``/``image/png``/``image/jpg``, PDF 25 MiB, image 10 MiB, tags of 2-20 characters; of more than 10
+tags the first 10 are kept, as records.yaml says) and answers, per entry, a ``document_id`` and one form per file,
+or ``error_details`` ``{code, message}``. The forms point at a *second* host, :attr:`FakeStorage.storage_url` (its
+own aiohttp runner on 127.0.0.1, port 0), whose ``storage_form`` route wants the signed fields first, exactly as
+issued, then the file with the declared content type and exact size; it answers 204 and keeps a
+:class:`StorageRequest` in :attr:`FakeStorage.received` (headers included, so a test can assert that no
+``Authorization``, ``client-id`` or ``X-Pt-Id`` arrived). Once every file of a document arrived, the document is
+stored in ``server.data.documents[user]`` (and listed), so describe finds it. The storage route takes no bearer
+token (as real presigned storage); ``server.inject("storage_form", ...)`` faults apply to it, after its body was
+read.
 
 **Processing marker.** As on the direct upload route (one rule: :data:`ERROR_MARKER`, checked by
 :class:`ErrorMarker`), a file whose content ends in ``b"error"`` makes its document's processing end in ``error``
@@ -377,7 +378,7 @@ class FakeStorage(Domain):
             "source": "presigned",
             "document_type": entry.get("dt"),
             "document_date_epoch": entry.get("dd_e"),
-            "tags": list(entry.get("tg") or []),
+            "tags": _kept_tags(entry.get("tg") or []),
             "cases": list(entry.get("cases") or []),
             "title": entry.get("title"),
             "files": [
@@ -530,6 +531,12 @@ class FakeStorage(Domain):
         return web.Response(status=204)
 
 
+def _kept_tags(tags: list[Any]) -> list[Any]:
+    """The tags a batch entry keeps: a set (duplicates dropped, order kept), the first 10 (records.yaml, ``tg``:
+    "If more than 10 tags are provided in the request, only the first 10 tags will be considered")."""
+    return list(dict.fromkeys(tags))[:10]
+
+
 def _entry_problem(entry: Any) -> tuple[str, str] | None:
     """The vendor's limits on one batch entry: an ``(code, message)`` refusal, or None."""
     if not isinstance(entry, dict):
@@ -552,9 +559,11 @@ def _entry_problem(entry: Any) -> tuple[str, str] | None:
         return "MIXED_CONTENT_TYPES", "all files of a batch must have one content type"
     tags = entry.get("tg")
     if tags is not None and (
-        not isinstance(tags, list) or len(tags) > 10 or not all(isinstance(t, str) and 2 <= len(t) <= 20 for t in tags)
+        not isinstance(tags, list)
+        or not all(isinstance(t, str) for t in tags)
+        or not all(2 <= len(t) <= 20 for t in _kept_tags(tags))
     ):
-        return "INVALID_TAGS", "tags must be at most 10, of 2 to 20 characters"
+        return "INVALID_TAGS", "tags must be of 2 to 20 characters"
     title = entry.get("title")
     if title is not None and (not isinstance(title, str) or len(title) > 256):
         return "INVALID_TITLE", "title must be at most 256 characters"
