@@ -411,6 +411,19 @@ async def test_list_raises_on_a_repeated_page(
     assert len(set(seen)) == 4 and fake_health_server.calls("patient_list") == 2
 
 
+async def test_list_raises_on_pages_that_alternate(
+    health_client: HealthClient, fake_health_server: FakeHealthServer
+) -> None:
+    first = {"profiles": [_fake_patient(n) for n in range(2)]}  # a service ignoring pageNo: A, B, A, B, ...
+    second = {"profiles": [_fake_patient(n) for n in range(2, 4)]}
+    for _ in range(3):
+        fake_health_server.inject("patient_list", Fault(status=200, body=first, times=1))
+        fake_health_server.inject("patient_list", Fault(status=200, body=second, times=1))
+    with pytest.raises(PaginationError, match="repeats an earlier page"):
+        [p async for p in health_client.patients.list(page_size=2)]
+    assert fake_health_server.calls("patient_list") == 3  # A, B, then A again: stopped
+
+
 async def test_list_raises_when_next_page_points_back(
     health_client: HealthClient, fake_health_server: FakeHealthServer
 ) -> None:

@@ -235,7 +235,9 @@ class Patients(Resource):
         retry: RetryPolicy | NotGiven,
         timeout: float | NotGiven | None,
     ) -> AsyncIterator[PatientPage]:
-        previous: tuple[str, ...] = ()
+        # every page seen, by a fingerprint of its oids (an int each: memory stays small over a long listing): a
+        # service that ignores pageNo and alternates A, B, A, ... is caught, not only one repeating the last page
+        seen: set[int] = set()
         while True:
             data = await self._session.request(
                 "GET",
@@ -250,11 +252,12 @@ class Patients(Resource):
             page = structure(data, PatientPage)
             if not page.patients:
                 return
-            oids = tuple(p.oid for p in page.patients)
-            if oids == previous:
+            fingerprint = hash(tuple(p.oid for p in page.patients))
+            if fingerprint in seen:
                 raise PaginationError(
-                    f"patient_list: page {page_no} repeats the previous page; stopped instead of looping"
+                    f"patient_list: page {page_no} repeats an earlier page; stopped instead of looping"
                 )
+            seen.add(fingerprint)
             yield page
             if page.is_last:
                 return
@@ -268,7 +271,6 @@ class Patients(Resource):
                 return
             else:
                 page_no += 1
-            previous = oids
 
     @checked
     def list(
