@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from functools import cached_property
 from types import TracebackType
@@ -12,7 +11,7 @@ import aiohttp
 
 from . import _constants as C
 from ._auth import ClientCredentials, TokenProvider, make_auth
-from ._config import check_header_value, check_seconds, normalize_base_url, optional_header_value
+from ._config import check_header_value, check_rate, check_seconds, normalize_base_url, optional_header_value
 from ._limits import SharedLimiter
 from ._logging import setup_from_env
 from ._retry import RetryPolicy
@@ -109,8 +108,8 @@ class HealthClient:
         connect_timeout = check_seconds("connect_timeout", connect_timeout)
         if max_connections < 1:
             raise InvalidRequest("max_connections must be >= 1")
-        if rate_limit is not None and not 0 < rate_limit < math.inf:
-            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second, or None")
+        if rate_limit is not None:
+            check_rate(rate_limit)
         if max_upload_size < 1 or max_response_size < 1:
             raise InvalidRequest("max_upload_size and max_response_size must be >= 1 byte")
         if retry is not None and not isinstance(retry, RetryPolicy):

@@ -62,6 +62,15 @@ def check_seconds(name: str, value: float | None) -> float | None:
     return seconds
 
 
+def check_rate(value: float) -> float:
+    """A ``rate_limit``: a finite number > 0 of requests per second, else :class:`InvalidRequest` (``nan`` would
+    let everything through, ``inf`` overflows the slot arithmetic). The one rule of the client's own rate, the
+    ingest's :class:`~health_async.ingest.RateLimiter` and ``LocalEngine(rate_limit=)``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second, or None for no limit")
+    return value
+
+
 def finite(value: object) -> float | None:
     """``value`` as a finite float; ``None`` for anything else: not a number (a ``bool`` is not one), ``nan``,
     an infinity, or an ``int`` too large for a float (``10**400``: no ``OverflowError`` escapes)."""

@@ -11,9 +11,12 @@ import inspect
 import math
 import time
 from collections import deque
-from typing import Protocol, runtime_checkable
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Limits", "Overdue", "SharedLimiter", "Slots"]
+__all__ = ["Limits", "Overdue", "SharedLimiter", "Slots", "within"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -237,15 +240,8 @@ class Limits(Slots):
 
     async def _take_rate(self, deadline: float | None) -> None:
         lock = self._rate_lock  # FIFO: waiters are served in arrival order
-        if deadline is None:
-            await lock.acquire()
-        else:  # the wait in the queue is bounded by the deadline too, not only the wait once first in it
-            remaining = deadline - time.monotonic()
-            try:
-                async with asyncio.timeout(max(remaining, 0.0)):
-                    await lock.acquire()
-            except TimeoutError:
-                raise Overdue("the client's rate_limit (behind other waiting requests)", remaining) from None
+        # the wait in the queue is bounded by the deadline too, not only the wait once first in it
+        await within(lock.acquire(), deadline, "the client's rate_limit (behind other waiting requests)")
         try:
             await self._take_rate_locked(deadline)
         finally:
@@ -309,6 +305,22 @@ class Limits(Slots):
         moved = self._rate_moved
         if moved is not None and not moved.done():
             moved.set_result(None)
+
+
+async def within(wait: Awaitable[T], deadline: float | None, reason: str) -> T:
+    """``wait``, cancelled at ``deadline`` (a ``time.monotonic()`` instant; ``None``: no limit): past it,
+    :class:`Overdue` naming ``reason``. For waits that are safe to cancel (a lock, a slot, a shared fetch); a
+    ``TimeoutError`` of ``wait``'s own is raised as it is."""
+    if deadline is None:
+        return await wait
+    remaining = deadline - time.monotonic()
+    try:
+        async with asyncio.timeout(max(remaining, 0.0)) as scope:
+            return await wait
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise Overdue(reason, remaining) from None
 
 
 class Overdue(Exception):

@@ -29,7 +29,7 @@ from . import _constants as C
 from . import _json
 from ._config import NOT_GIVEN, NotGiven, check_seconds
 from ._files import StreamBody
-from ._limits import Limits, Overdue
+from ._limits import Limits, Overdue, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._version import __version__
@@ -322,7 +322,7 @@ class Session:
             operation,
             params,
             headers or _NO_HEADERS,
-            None if json is None else json_body(json, operation),
+            None if json is None else json_body(json, f"{operation}: the request body"),
             body,
             idempotent,
             encrypt,
@@ -396,7 +396,7 @@ class Session:
             operation=operation,
             params=None,
             headers=headers,
-            payload=json_body(json, operation),
+            payload=json_body(json, f"{operation}: the request body"),
             body=None,
             idempotent=False,
             encrypt=False,
@@ -501,16 +501,9 @@ class Session:
         """``wait`` (for a slot, a token), bounded by the call's deadline: past it, :class:`_Overdue` (not sent)
         instead of waiting in vain. The waits bounded so are cancel-safe: a slot handed over as the deadline
         passes is passed on, and a token fetch goes on for the other callers (it is shared and shielded)."""
-        deadline = req.deadline
-        if deadline is None:
-            return await wait
-        remaining = deadline - time.monotonic()
         try:
-            async with asyncio.timeout(max(remaining, 0.0)) as scope:
-                return await wait
-        except TimeoutError:
-            if not scope.expired():
-                raise
+            return await within(wait, req.deadline, what)
+        except Overdue:
             raise _Overdue(
                 f"{req.operation}: not sent: waiting for {what} outlasted this call's time budget", sent=False
             ) from None
@@ -912,15 +905,15 @@ async def _read_chunked(resp: aiohttp.ClientResponse, cap: int, operation: str) 
     return bytes(buf)
 
 
-def json_body(value: Any, operation: str) -> bytes:
-    """A call's JSON body, encoded once before anything is sent: a value JSON cannot carry (an object of another
-    type, a string with a lone surrogate) is :class:`InvalidRequest` naming the call, never the value."""
+def json_body(value: Any, what: str) -> bytes:
+    """``value`` as the JSON bytes that are sent, encoded once before anything is: a value JSON cannot carry (an
+    object of another type, a string with a lone surrogate) is :class:`InvalidRequest` naming ``what`` (the call's
+    body, a bundle), never the value."""
     try:
         return _json.dumps(value)
     except (TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
         raise InvalidRequest(
-            f"{operation}: the request body cannot be sent as JSON (a value of another type, or "
-            "text that is not valid Unicode)"
+            f"{what} cannot be sent as JSON (a value of another type, or text that is not valid Unicode)"
         ) from None
 
 

@@ -9,11 +9,11 @@ owns the journal and the output, so an engine needs no access to either.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._bulk import BulkStream, run_pool
+from .._config import check_rate
 from .._limits import Limits, Overdue
 from ..errors import HealthError, InvalidRequest
 from ._work import JobSpec, WorkItem, WorkResult, described, process, user_of
@@ -44,9 +44,7 @@ class RateLimiter:
     shorten), so that one rule serves both."""
 
     def __init__(self, rate: float) -> None:
-        if not (isinstance(rate, int | float) and not isinstance(rate, bool) and 0 < rate < math.inf):
-            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second")
-        self.rate = rate
+        self.rate = check_rate(rate)
         self._limits = Limits(1, rate)  # only its rate and pause are used: the client bounds what is in flight
 
     def __repr__(self) -> str:
@@ -103,10 +101,8 @@ class LocalEngine:
             raise InvalidRequest("give a client or a client_factory, not both")
         if client is not None and rate_limit is not None:
             raise InvalidRequest("rate_limit cannot be combined with a client: set rate_limit on the HealthClient")
-        if rate_limit is not None and not (
-            isinstance(rate_limit, int | float) and not isinstance(rate_limit, bool) and 0 < rate_limit < math.inf
-        ):
-            raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second")
+        if rate_limit is not None:
+            check_rate(rate_limit)
         self._client = client
         self._factory = client_factory
         self.rate_limit = rate_limit

@@ -26,6 +26,7 @@ from .._checks import checked
 from .._config import NOT_GIVEN, NotGiven, check_header_value, optional_header_value
 from .._mobile import normalize_mobile
 from .._retry import RetryPolicy
+from .._session import json_body
 from .._wire import structure_many
 from ..abdm_crypto import KeyMaterial, checksum
 from ..errors import InvalidArgumentType, InvalidRequest
@@ -52,15 +53,13 @@ _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 def bundle_bytes(name: str, bundle: object) -> bytes:
     """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded; ``bytes``/``str`` must already
     be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise."""
-    try:
-        if isinstance(bundle, dict):
-            return _json.dumps(bundle)
-        if isinstance(bundle, str):
+    if isinstance(bundle, dict):
+        return json_body(bundle, name)
+    if isinstance(bundle, str):
+        try:
             bundle = bundle.encode("utf-8")
-    except (TypeError, ValueError, OverflowError):  # a value JSON cannot carry; text with a lone surrogate
-        raise InvalidRequest(
-            f"{name} cannot be sent as JSON (a value of another type, or text that is not valid Unicode)"
-        ) from None
+        except UnicodeEncodeError:  # a lone surrogate
+            raise InvalidRequest(f"{name} cannot be sent as JSON (text that is not valid Unicode)") from None
     if not isinstance(bundle, bytes | bytearray | memoryview):
         raise InvalidRequest(f"{name} must be a FHIR bundle: a dict, or its JSON as bytes or str")
     raw = bytes(bundle)
