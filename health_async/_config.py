@@ -67,7 +67,7 @@ def check_rate(value: float) -> float:
     let everything through, ``inf`` overflows the slot arithmetic). The one rule of the client's own rate, the
     ingest's :class:`~health_async.ingest.RateLimiter` and ``LocalEngine(rate_limit=)``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second, or None for no limit")
+        raise InvalidRequest("rate_limit must be a finite number > 0 of requests per second")
     return value
 
 
