@@ -349,6 +349,43 @@ async def test_a_repeated_page_token_stops_paging_with_a_typed_error(serve: Serv
             _ = [page async for page in client.documents.pages()]
 
 
+
+@pytest.mark.parametrize("listing", ["documents", "cases"])
+async def test_empty_pages_without_end_stop_with_a_typed_error(serve: Serve, listing: str) -> None:
+    """A service answering empty pages forever, each with a fresh token, used to be followed forever."""
+    served: list[str] = []
+
+    async def pages(request: web.Request) -> web.Response:
+        served.append(request.query.get("offset", ""))
+        key = "items" if listing == "documents" else "cases"
+        return web.json_response({key: [], "next_token": f"t{len(served)}"})
+
+    path = "/mr/api/v1/docs" if listing == "documents" else "/mr/api/v1/cases"
+    url = await serve({("GET", path): pages})
+    async with make(url) as client:
+        resource = client.documents if listing == "documents" else client.cases
+        with pytest.raises(PaginationError, match="100 empty pages in a row"):
+            _ = [page async for page in resource.pages(user_id="u-1")]
+    assert len(served) == 100
+
+
+async def test_an_empty_page_between_full_ones_is_followed(serve: Serve) -> None:
+    """Empty pages that end (a listing catching up) are followed to the items after them."""
+    item = {"record": {"item": {"document_id": "d-1", "document_type": "lr"}}}
+
+    async def listing(request: web.Request) -> web.Response:
+        n = int(request.query.get("offset", "t0")[1:])
+        if n == 120:
+            return web.json_response({"items": [item], "next_token": None})
+        items = [item] if n % 50 == 0 else []  # 49 empty pages in a row, twice, between full ones
+        return web.json_response({"items": items, "next_token": f"t{n + 1}"})
+
+    url = await serve({("GET", "/mr/api/v1/docs"): listing})
+    async with make(url) as client:
+        found = [d.document_id async for d in client.documents.list(user_id="u-1")]
+    assert len(found) == 4  # t0, t50, t100, t120
+
+
 # ------------------------------------------------------------------------------------------ configuration
 
 

@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 
 class _TokenPage(Protocol):
     @property
+    def items(self) -> tuple[Any, ...]: ...
+
+    @property
     def next_token(self) -> str | None: ...
+
+
+#: Empty pages in a row, each with a new token, after which a token listing stops (:class:`PaginationError`).
+MAX_EMPTY_PAGES = 100
 
 
 P = TypeVar("P", bound=_TokenPage)
@@ -83,7 +90,13 @@ class Resource:
         """Pages of a ``next_token``-paged listing (``offset=<token>``, ``u_at__gt=<epoch>``), fetched lazily.
 
         Checked before anything is sent: the user id, ``updated_after`` (a non-negative int). A token the
-        service already gave raises :class:`PaginationError` (following it would loop forever).
+        service already gave raises :class:`PaginationError` (following it would loop forever), and so does a run of
+        :data:`MAX_EMPTY_PAGES` empty pages each with a new token.
+
+        Judgement call, the empty run: a service may answer an empty page with a token while a listing catches up,
+        so one empty page is followed; but one that never stops doing so (a fresh token each time) would be
+        followed forever, one request after another, and a caller awaiting the first item would hang. A hundred
+        in a row is far beyond a catch-up and stops within seconds.
         """
         headers = {C.H_PT_ID: self._required_user_id(user_id)}
         if updated_after is not None and (
@@ -92,6 +105,7 @@ class Resource:
             raise InvalidRequest("updated_after must be a non-negative int (epoch seconds)")
         token = start_token
         seen: set[str] = set()  # page tokens given so far (a few bytes per page)
+        empty = 0  # empty pages in a row
         while True:
             params: list[tuple[str, str]] = []
             if token:
@@ -115,6 +129,12 @@ class Resource:
                 return
             if next_token == token or next_token in seen:
                 raise PaginationError(f"{operation}: the service repeated a page token it already gave (a loop)")
+            empty = 0 if page.items else empty + 1
+            if empty >= MAX_EMPTY_PAGES:
+                raise PaginationError(
+                    f"{operation}: {empty} empty pages in a row, each with a new token; stopped instead of following "
+                    "them without end"
+                )
             seen.add(next_token)
             token = next_token
 
