@@ -36,6 +36,7 @@ from ._version import __version__
 from .errors import (
     ApiError,
     ClientClosedError,
+    ClientLoopError,
     EncryptionError,
     HealthError,
     InvalidRequest,
@@ -105,8 +106,26 @@ class Session:
         if config.client_id is not None:
             self._base_headers[C.H_CLIENT_ID] = config.client_id
         self.tasks: set[asyncio.Task[Any]] = set()
+        #: The event loop the client first ran on: its own (see :meth:`_bind_loop`).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---------------------------------------------------------------- lifecycle
+
+    def _bind_loop(self) -> None:
+        """Bind the client to the running loop on its first use; :class:`ClientLoopError` on any other after.
+
+        aiohttp's connections, the limits' waiters and the token's single flight all belong to the loop they were
+        made on; used from another they fail with aiohttp's ``RuntimeError('Event loop is closed')``, or, when
+        that loop still runs in another thread, wait on futures nobody will set. Checked where every call enters
+        (:meth:`request`, :meth:`auth_request`, :meth:`spawn`, :meth:`open`): one C call and a comparison."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise ClientLoopError(
+                "this HealthClient belongs to another event loop (the one it first ran on): create the client "
+                "inside the loop that uses it, e.g. in each asyncio.run(), and close it there"
+            )
 
     @property
     def closed(self) -> bool:
@@ -153,6 +172,8 @@ class Session:
 
     async def open(self) -> None:
         """Create the aiohttp session now (inside the running loop) instead of on the first request."""
+        if self._loop is not asyncio.get_running_loop():
+            self._bind_loop()
         self._open()
         _ = self.limits
 
@@ -161,6 +182,27 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        owner = self._loop
+        if owner is not None and owner is not asyncio.get_running_loop():
+            await self._close_from_elsewhere(owner)
+            return
+        await self._shutdown()
+
+    async def _close_from_elsewhere(self, owner: asyncio.AbstractEventLoop) -> None:
+        """:meth:`aclose` run on another loop than the client's. Judgement call: when the client's loop still runs
+        (in another thread), the closing is done there and waited for; when it has stopped or closed, nothing of
+        it can run any more: the session is dropped (its sockets are the OS's to close) and a warning says so."""
+        if owner.is_running() and not owner.is_closed():
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._shutdown(), owner))
+            return
+        self._http = None
+        self.tasks.clear()
+        logger.warning(
+            "HealthClient closed on another event loop than its own, which is no longer running: its connections "
+            "could not be closed (close a client in the loop that used it)"
+        )
+
+    async def _shutdown(self) -> None:
         tasks = [t for t in self.tasks if not t.done()]
         for task in tasks:
             task.cancel()
@@ -223,6 +265,8 @@ class Session:
         """
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
+        if self._loop is not asyncio.get_running_loop():
+            self._bind_loop()
         started = time.monotonic()
         limits = self._limits
         http = self._http
@@ -387,6 +431,8 @@ class Session:
 
     async def auth_request(self, path: str, *, operation: str, json: Any, headers: Mapping[str, str]) -> Any:
         """A token call: no bearer token of ours, no limits (so it cannot deadlock behind them), no retries."""
+        if self._loop is not asyncio.get_running_loop():
+            self._bind_loop()
         timeout = self.config.timeout
         started = time.monotonic()
         req = _Request(
@@ -765,6 +811,12 @@ class Session:
         if self._closed:
             coro.close()
             raise ClientClosedError("the HealthClient is closed; create a new one")
+        if self._loop is not asyncio.get_running_loop():
+            try:
+                self._bind_loop()
+            except ClientLoopError:
+                coro.close()
+                raise
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

@@ -37,6 +37,7 @@ The tree::
     ├── ResponseValidationError
     │   └── PaginationError           the service repeated a page token it already gave (paging would loop)
     ├── ClientClosedError             a call on a closed client (also a RuntimeError)
+    │   └── ClientLoopError           a call on another event loop than the client's
     └── InvalidRequest                input refused before anything was sent (also a ValueError)
         ├── FileTooLarge              an upload over the size limit
         ├── InvalidAadhaarNumber      an Aadhaar number breaking a rule
@@ -75,6 +76,7 @@ __all__ = [
     "ApiError",
     "AuthenticationError",
     "ClientClosedError",
+    "ClientLoopError",
     "ConsentOutcomeUnknown",
     "ConsentPinMismatch",
     "DocumentNotFound",
@@ -395,6 +397,15 @@ class EncryptionError(HealthError):
 
 class ClientClosedError(HealthError, RuntimeError):
     """The client was used after :meth:`HealthClient.aclose`."""
+
+
+class ClientLoopError(ClientClosedError):
+    """The client was used on an event loop other than the one it first ran on.
+
+    A :class:`~health_async.HealthClient` (its connections, its limits, its token) belongs to one event loop:
+    create it inside the loop that uses it (in each ``asyncio.run``, each test's loop, each thread's loop), and
+    close it there. A :class:`ClientClosedError`, because the remedy is the same: a new client, here; code that
+    stops a batch on a closed client stops on this too, rather than failing every item alike."""
 
 
 class InvalidRequest(HealthError, ValueError):
