@@ -32,6 +32,7 @@ from ._files import StreamBody
 from ._limits import Limits, Overdue, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
+from ._tasks import keep
 from ._version import __version__
 from .errors import (
     ApiError,
@@ -817,10 +818,7 @@ class Session:
             except ClientLoopError:
                 coro.close()
                 raise
-        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
+        return keep(self.tasks, coro)
 
 
 class _Request:

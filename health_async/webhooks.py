@@ -59,6 +59,7 @@ from aiohttp import web
 from . import _json
 from ._config import finite
 from ._logging import logger
+from ._tasks import keep, settle
 from ._wire import WireEnum, epoch_datetime, structure
 from .errors import HealthError, InvalidRequest, OutcomeUnknown, WebhookSignatureError
 from .models._abdm import HealthDataRequest, LinkResult
@@ -768,9 +769,7 @@ class _AbdmReceiver:
         if self._closed:
             work.close()  # never started: no "coroutine was never awaited" warning
             self._refuse(event)
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        keep(self._tasks, work)
 
     def _take_share(self, event: WebhookEvent) -> str:
         """Start answering a profile share (Scan & Share) in the background; the service gets its 200 at once."""
@@ -831,8 +830,7 @@ class _AbdmReceiver:
 
     async def join(self) -> None:
         """Wait until the answers under way have finished (a graceful shutdown; tests)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await settle(self._tasks)
 
     async def aclose(self) -> None:
         """Close the receiver: from now on it starts no background work, and the answers under way are cancelled
@@ -844,16 +842,12 @@ class _AbdmReceiver:
         If this is cancelled, what is left is cancelled too (not waited for) and the cancellation propagates.
         """
         self._closed = True
-        while self._tasks:  # a loop, in case a task was added while awaiting (none should be, once closed)
-            tasks = list(self._tasks)
-            for task in tasks:
+        try:
+            await settle(self._tasks, cancel=True)
+        except asyncio.CancelledError:
+            for task in self._tasks:
                 task.cancel()
-            try:
-                await asyncio.gather(*tasks, return_exceptions=True)
-            except asyncio.CancelledError:
-                for task in self._tasks:
-                    task.cancel()
-                raise
+            raise
 
 
 class AbdmHandler(_AbdmReceiver):

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from .._tasks import keep, settle
 from ._domain import Domain
 from ._webhooks import Outcome, Target, WebhookSecret, loopback_target
 
@@ -36,10 +37,9 @@ class WebhookDomain(Domain):
 
     async def flush(self) -> None:
         """Wait until the webhooks being sent in the background have been delivered or given up."""
-        while self._tasks:
-            for outcome in await asyncio.gather(*list(self._tasks), return_exceptions=True):
-                if isinstance(outcome, Exception):
-                    raise outcome
+        for outcome in await settle(self._tasks):
+            if isinstance(outcome, Exception):
+                raise outcome
 
     async def start(self) -> None:
         self._closed = False
@@ -47,11 +47,7 @@ class WebhookDomain(Domain):
     async def close(self) -> None:
         """Cancel the webhooks still being sent and wait for them: nothing is left running."""
         self._closed = True
-        while self._tasks:
-            tasks = list(self._tasks)
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await settle(self._tasks, cancel=True)
 
     def _forget_webhooks(self) -> None:
         """For ``reset``: a previous test's webhooks must not reach the next one's receiver."""
@@ -61,6 +57,4 @@ class WebhookDomain(Domain):
         self._target = None
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        keep(self._tasks, work)
