@@ -17,6 +17,7 @@ import pytest
 import health_async as ha
 from health_async import webhooks
 from health_async._tasks import keep, settle
+from health_async.testing import FakeHealthServer
 
 
 async def _done_task() -> asyncio.Task[str]:
@@ -76,3 +77,13 @@ async def test_a_receiver_whose_answer_ended_joins_and_closes_at_once(closing: b
         receiver._tasks.add(ended)
         await asyncio.wait_for(receiver.aclose() if closing else receiver.join(), 2)
         assert receiver.pending == 0
+
+
+@pytest.mark.parametrize("closing", [False, True])
+async def test_the_fake_servers_webhook_senders_flush_and_close_at_once(closing: bool) -> None:
+    """The fake's own copy (it imports nothing of the client's), with an ended delivery still in its set."""
+    async with FakeHealthServer(users=1, documents_per_user=1) as server:
+        ended: asyncio.Task[Any] = await _done_task()
+        server.scan_share._tasks.add(ended)
+        await asyncio.wait_for(server.scan_share.close() if closing else server.scan_share.flush(), 2)
+        assert server.scan_share._tasks == set()

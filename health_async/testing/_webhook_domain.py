@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from .._tasks import keep, settle
 from ._domain import Domain
 from ._webhooks import Outcome, Target, WebhookSecret, loopback_target
 
@@ -37,7 +36,7 @@ class WebhookDomain(Domain):
 
     async def flush(self) -> None:
         """Wait until the webhooks being sent in the background have been delivered or given up."""
-        for outcome in await settle(self._tasks):
+        for outcome in await self._settle(cancel=False):
             if isinstance(outcome, Exception):
                 raise outcome
 
@@ -47,7 +46,7 @@ class WebhookDomain(Domain):
     async def close(self) -> None:
         """Cancel the webhooks still being sent and wait for them: nothing is left running."""
         self._closed = True
-        await settle(self._tasks, cancel=True)
+        await self._settle(cancel=True)
 
     def _forget_webhooks(self) -> None:
         """For ``reset``: a previous test's webhooks must not reach the next one's receiver."""
@@ -57,4 +56,22 @@ class WebhookDomain(Domain):
         self._target = None
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        keep(self._tasks, work)
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _settle(self, *, cancel: bool) -> list[object]:
+        """Wait until no webhook is being sent (cancelling each first with ``cancel``); their outcomes.
+
+        The fake's own copy of ``health_async._tasks.settle`` (the fake imports nothing of the client's): each task
+        gathered is removed here, since on Python 3.12+ a gather over done tasks does not yield to the loop and
+        their discard callbacks would never run."""
+        outcomes: list[object] = []
+        while self._tasks:
+            batch = list(self._tasks)
+            if cancel:
+                for task in batch:
+                    task.cancel()
+            outcomes.extend(await asyncio.gather(*batch, return_exceptions=True))
+            self._tasks.difference_update(batch)
+        return outcomes
