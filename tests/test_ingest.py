@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import io
 import os
@@ -119,7 +120,7 @@ async def test_lines_written_before_a_crash_are_adopted_and_a_partial_line_is_cu
     # not recorded the last batch, whose lines are in the file; then a torn line of a batch being written
     data = out.read_bytes()
     first = data.index(b"\n") + 1
-    with sqlite3.connect(journal) as db:
+    with contextlib.closing(sqlite3.connect(journal)) as db, db:  # closed, and committed
         db.execute("UPDATE meta SET v = ? WHERE k = 'offset'", (str(first),))
         db.execute("UPDATE items SET state = 'pending' WHERE key != ?", (orjson.loads(data[:first])["key"],))
     out.write_bytes(data + b'{"key":"' + ids[0].encode())
@@ -271,7 +272,7 @@ async def test_an_upload_left_in_flight_by_a_crash_becomes_unknown(
     journal = tmp_path / "up.db"
     await IngestJob.upload(folder, out=out, journal=journal, client=client).run()
     # as a kill -9 after "committed in flight", before the line: a crash of a rerun with --reupload-unknown
-    with sqlite3.connect(journal) as db:
+    with contextlib.closing(sqlite3.connect(journal)) as db, db:  # closed, and committed
         offset = len(out.read_bytes().splitlines(keepends=True)[0])
         key = orjson.loads(out.read_bytes().splitlines()[1])["key"]
         db.execute("UPDATE items SET state = 'inflight' WHERE key = ?", (key,))

@@ -5,6 +5,7 @@ with ``EFBIG``), not a mocked journal."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import sys
@@ -55,13 +56,13 @@ async def _ingest(server: FakeHealthServer, limit: int, argv: list[str]) -> tupl
 
 
 def _committed_offset(journal: Path) -> int:
-    with sqlite3.connect(journal) as db:
+    with contextlib.closing(sqlite3.connect(journal)) as db:
         row = db.execute("SELECT v FROM meta WHERE k = 'offset'").fetchone()
     return int(row[0]) if row else 0
 
 
 def _done_keys(journal: Path) -> set[str]:
-    with sqlite3.connect(journal) as db:
+    with contextlib.closing(sqlite3.connect(journal)) as db:
         return {str(r[0]) for r in db.execute("SELECT key FROM items WHERE state = 'done'")}
 
 

@@ -4,6 +4,7 @@ outcomes checked (webhook recorded, or the linked list) before anything is sent 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -332,7 +333,8 @@ async def test_the_recorder_refuses_a_missing_journal_and_one_of_another_version
     db.close()
     summary = await IngestJob.describe(ids, out=tmp_path / "d.jsonl", journal=old, client=client).run()
     assert summary.ok
-    columns = {row[1] for row in sqlite3.connect(old).execute("PRAGMA table_info(items)")}
+    with contextlib.closing(sqlite3.connect(old)) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
     assert {"payload", "link_status", "link_error"} <= columns
 
 
