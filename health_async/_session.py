@@ -382,7 +382,15 @@ class Session:
         return req
 
     async def _retry(self, req: _Request, failure: HealthError, restart: Callable[[], bool] | None) -> Any:
-        """After a failed first attempt: the attempts the call's policy allows, or ``failure`` raised."""
+        """After a failed first attempt: the attempts the call's policy allows, or ``failure`` raised. Every
+        failure of a call leaves through here: the private :class:`_Overdue` (which only marks a timeout that is
+        final) leaves as the public :class:`RequestTimeout` it is."""
+        try:
+            return await self._retrying(req, failure, restart)
+        except _Overdue as exc:
+            raise _public(exc) from None
+
+    async def _retrying(self, req: _Request, failure: HealthError, restart: Callable[[], bool] | None) -> Any:
         policy = req.policy
         if policy.attempts <= 1 or not _retryable(policy, failure, req.idempotent, restart):
             raise failure
@@ -452,7 +460,10 @@ class Session:
             policy=_NO_RETRY,
             started=started,
         )
-        status, resp_headers, raw = await self._send(self._open(), req, None)
+        try:
+            status, resp_headers, raw = await self._send(self._open(), req, None)
+        except _Overdue as exc:
+            raise _public(exc) from None
         if status >= 300:
             raise await self._error(req, status, resp_headers, raw)
         data = self._decode(req.method, operation, status, raw)
@@ -902,7 +913,13 @@ _EMPTY_OK = frozenset({"DELETE", "PATCH"})
 
 
 class _Overdue(RequestTimeout):
-    """Not sent because the call's time budget would not allow it: final, never retried."""
+    """Not sent because the call's time budget would not allow it: final, never retried. Private: it leaves the
+    session as a plain :class:`RequestTimeout` (:func:`_public`), so no private name shows in a user's traceback
+    or log."""
+
+
+def _public(exc: _Overdue) -> RequestTimeout:
+    return RequestTimeout(str(exc), sent=False)
 
 
 def _retryable(
