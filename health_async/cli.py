@@ -313,8 +313,19 @@ async def run(args: argparse.Namespace) -> int:
 EXIT_BROKEN_PIPE = 128 + 13
 
 
+def _tolerant(stream: object) -> None:
+    """Text for people that ``stream``'s encoding cannot show (a name in Devanagari on a cp1252 redirect) is written
+    as backslash escapes instead of failing the command half-way through its output, as stderr already does. JSON
+    lines never rely on this: :func:`~health_async._cli._output.write_json` escapes them as JSON does."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", None) == "strict":
+        with contextlib.suppress(Exception):  # a stream that cannot change (already written to, say) stays as it is
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``health-async``; returns the exit status."""
+    _tolerant(sys.stdout)
     try:
         args = build_parser().parse_args(argv)  # inside: a Ctrl-C while it starts is 130 too, not a traceback
         return asyncio.run(run(args))

@@ -17,6 +17,7 @@ import pytest
 
 import health_async as ha
 from health_async import cli
+from health_async._cli import _output
 from health_async._cli import abha as abha_cli
 from health_async._progress import Progress
 from health_async.testing import FakeHealthServer, Fault
@@ -479,3 +480,47 @@ async def test_one_bad_file_never_stops_upload_many_in_python(tmp_path: Path) ->
         assert all(isinstance(outcome.error, ha.InvalidRequest) for outcome in outcomes[1:])
         assert "not valid UTF-8" in str(outcomes[1].error)  # says why, not a codec's traceback text
         assert srv.calls("upload") == 1
+
+
+def test_json_output_to_a_stream_that_is_not_unicode_is_escaped_valid_json(
+    server: FakeHealthServer, tmp_path: Path
+) -> None:
+    """A Windows redirect in cp1252, or ``PYTHONIOENCODING=ascii``: a report item named in Devanagari (and an emoji
+    beyond the Basic Multilingual Plane) used to fail the command with the codec's error after part of the output.
+    Now the line is JSON with ``\\uXXXX`` escapes: the same text for any JSON reader."""
+    user = server.data.user_ids[0]
+    doc_id = server.data.document_ids(user)[0]
+    body = orjson.loads(server.data.documents[user][doc_id])
+    body["smart_report"]["verified"][0]["name"] = "हीमोग्लोबिन 🩸"
+    server.data.documents[user][doc_id] = orjson.dumps(body)
+    for encoding in ("ascii", "cp1252"):
+        done = subprocess.run(
+            [sys.executable, "-m", "health_async", "describe", doc_id],
+            capture_output=True,
+            env={**os.environ, "PYTHONIOENCODING": encoding},
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.isascii()
+        line = orjson.loads(done.stdout)
+        assert line["smart_report"]["verified"][0]["name"] == "हीमोग्लोबिन 🩸"
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "cp1252", "latin-1"])
+def test_write_json_keeps_the_text_whatever_the_stream_encodes(encoding: str) -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding)
+    value = {"name": "राम é 🙂", "n": 1.5, "ok": True, "quote": 'a"b\\c'}
+    _output.write_json(value, stream)
+    data = raw.getvalue()
+    assert orjson.loads(data) == value
+    assert data.isascii() or encoding == "utf-8"  # raw UTF-8 where the stream is Unicode
+
+
+def test_text_for_people_that_stdout_cannot_encode_is_escaped_not_an_error() -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii")
+    cli._tolerant(stream)
+    print("subscription राम created", file=stream)
+    stream.flush()
+    assert raw.getvalue() == b"subscription \\u0930\\u093e\\u092e created\n"

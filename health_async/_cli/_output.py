@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import math
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import attrs
 
@@ -30,6 +32,7 @@ __all__ = [
     "drain",
     "emit",
     "error_json",
+    "write_json",
     "in_flight",
     "open_input",
     "port",
@@ -104,9 +107,40 @@ def emit(obj: Any, out: IO[str] | None = None) -> None:
         obj = obj.as_json()
     else:
         obj = unstructure(obj)
-    stream = out or sys.stdout
-    stream.write(_json.dumps(obj).decode() + "\n")
+    write_json(obj, out or sys.stdout)
+
+
+def write_json(obj: Any, stream: IO[str]) -> None:
+    """Write ``obj`` to ``stream`` as one JSON line, flushed. Non-ASCII text is written as it is where the stream
+    is Unicode (UTF-8, the JSON standard's encoding), and as ``\\uXXXX`` escapes where it is not (a Windows file
+    redirect in cp1252, ``PYTHONIOENCODING=ascii``): the line is then still valid JSON holding the same text,
+    where writing it raw would fail half-way through the output."""
+    text = _json.dumps(obj).decode()
+    if not text.isascii() and not _unicode(stream):
+        text = _NON_ASCII.sub(_escaped, text)
+    stream.write(text + "\n")
     stream.flush()
+
+
+#: A character outside ASCII: in JSON that msgspec wrote, only ever inside a string, where an escape stands for it.
+_NON_ASCII: Final = re.compile(r"[^\x00-\x7f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """JSON's escape of one character: ``\\uXXXX``, a surrogate pair beyond the Basic Multilingual Plane."""
+    units = match.group().encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2))
+
+
+def _unicode(stream: IO[str]) -> bool:
+    """Whether ``stream`` encodes every character (a UTF encoding); a stream that does not say is assumed to."""
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str):
+        return True
+    try:
+        return codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        return False
 
 
 def report_error(error: HealthError, hint: str, *, as_json: bool, **ident: str) -> int:

@@ -27,8 +27,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import _json
-from ._output import Command, in_flight, positive_number
+from ._output import Command, in_flight, positive_number, write_json
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -113,7 +112,7 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
                     waiting=status.waiting,
                     errored_keys=list(status.errored_keys),
                 )
-            sys.stdout.write(_json.dumps(data).decode() + "\n")
+            write_json(data, sys.stdout)
         else:
             out = sys.stdout
             out.write(f"{status.op or 'ingest'}: {status.total} items\n")
