@@ -51,9 +51,15 @@ class Runner:
         self.server, self.capsys, self.monkeypatch, self.state = server, capsys, monkeypatch, state
         self.outputs: list[str] = []
 
-    def __call__(self, *argv: str, stdin: str | dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    def __call__(
+        self, *argv: str, stdin: str | dict[str, Any] | None = None, locale: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """``locale``: stdin as Python opens it in a locale of that encoding (a pipe of UTF-8 bytes decoded so)."""
         text = orjson.dumps(stdin).decode() + "\n" if isinstance(stdin, dict) else (stdin or "")
-        self.monkeypatch.setattr("sys.stdin", io.StringIO(text))
+        if locale is None:
+            self.monkeypatch.setattr("sys.stdin", io.StringIO(text))
+        else:
+            self.monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode()), encoding=locale))
         code = cli.main(["abha", *argv, "--json", "--state", str(self.state)])
         out, err = self.capsys.readouterr()
         self.outputs.append(out + err)
@@ -188,6 +194,20 @@ def test_mobile_registration_needs_the_profile(server: FakeHealthServer, run: Ru
     assert code == 0 and line["abha_address"] == "meera_k92@sbx" and line["kyc_verified"] is False
     assert server.abha.accounts["meera_k92"].last_name == "Iyer"
     assert server.calls("mobile_create") == 1
+
+
+@pytest.mark.parametrize("locale", ["latin-1", "cp1252"])
+def test_answers_are_read_as_utf8_whatever_the_locale(server: FakeHealthServer, run: Runner, locale: str) -> None:
+    """A script pipes UTF-8 JSON (as JSON between programs is) into a process whose locale is not UTF-8: the name
+    used to be decoded in the locale's encoding and registered as other letters."""
+    run("register", "--mobile", stdin={"mobile": OTHER_MOBILE})
+    run("register", "--mobile", stdin={"otp": run.otp()})
+    profile = {"first_name": "मीरा", "last_name": "अय्यर", "gender": "f", "date_of_birth": "1992-03-04"}
+    profile["pincode"] = "560001"
+    answer = {"abha_address": "meera_k92@sbx", "profile": profile}
+    code, line = run("register", "--mobile", stdin=answer, locale=locale)
+    assert code == 0, line
+    assert server.abha.accounts["meera_k92"].last_name == "अय्यर"
 
 
 def test_mobile_registration_on_a_shared_mobile_may_log_into_one(server: FakeHealthServer, run: Runner) -> None:

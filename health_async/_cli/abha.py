@@ -608,12 +608,17 @@ def _error(exc: BaseException, secrets: _Secrets) -> dict[str, Any]:
     return out
 
 
-def _read_answer(stream: IO[str] | None) -> dict[str, Any] | None:
-    """One JSON object from one line of ``stream``; ``None`` when there is none (end of input, a blank line)."""
+def _read_answer(stream: IO[str] | IO[bytes] | None) -> dict[str, Any] | None:
+    """One JSON object from one line of ``stream``; ``None`` when there is none (end of input, a blank line).
+
+    A byte stream (stdin's, as :func:`run_json` reads it) is decoded as UTF-8, whatever the locale: JSON between
+    programs is UTF-8 (RFC 8259), and stdin decoded in the locale's encoding (cp1252 on a Windows pipe, Latin-1
+    in such a locale) turned a name in Devanagari into other letters, sent as the person's name."""
     if stream is None:
         return None
     try:
-        line = stream.readline(MAX_INPUT_LINE + 2)
+        read = stream.readline(4 * (MAX_INPUT_LINE + 2))  # bytes: up to 4 a character
+        line = read.decode("utf-8") if isinstance(read, bytes) else read
     except UnicodeDecodeError:
         raise InvalidRequest("the input line is not UTF-8") from None
     if len(line.rstrip("\r\n")) > MAX_INPUT_LINE:
@@ -956,7 +961,12 @@ _FLOW_OF: Final[dict[tuple[str, bool], type[AbhaFlow]]] = {
 
 
 async def _first_run(
-    client: HealthClient, args: argparse.Namespace, path: Path, key: bytes, stdin: IO[str] | None, secrets: _Secrets
+    client: HealthClient,
+    args: argparse.Namespace,
+    path: Path,
+    key: bytes,
+    stdin: IO[str] | IO[bytes] | None,
+    secrets: _Secrets,
 ) -> int:
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK | os.X_OK):
         folder = OSError(0, "its folder does not exist or is not writable")
@@ -980,7 +990,7 @@ async def _next_run(
     path: Path,
     key: bytes,
     sealed: str,
-    stdin: IO[str] | None,
+    stdin: IO[str] | IO[bytes] | None,
     secrets: _Secrets,
 ) -> int:
     try:
@@ -1018,7 +1028,7 @@ async def _next_run(
     return _finish(flow, path, key, secrets, loaded=sealed, suggestions=suggestions)
 
 
-async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | None = None) -> int:
+async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | IO[bytes] | None = None) -> int:
     """``abha register|login|kyc --json --state FILE``: one step of the flow per run, JSON in and out (see the module
     docstring); returns the exit status (0 done, :data:`EXIT_WAITING` waiting for the next answer, 1 an error,
     2 bad usage or key, 130 Ctrl-C)."""
@@ -1034,7 +1044,7 @@ async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[
         emit({"step": None, "error": {"type": "UsageError", "message": str(exc)}})
         return 2
     path = Path(args.state)
-    stream = sys.stdin if stdin is None else stdin
+    stream: IO[str] | IO[bytes] = getattr(sys.stdin, "buffer", sys.stdin) if stdin is None else stdin
     secrets = _Secrets()
     try:
         sealed = _load(path)
