@@ -22,6 +22,8 @@ from health_async.models import (
     OtpSent,
     SkipState,
 )
+from health_async.models import _abha as abha_models
+from health_async.models._abha import today_in_india
 from health_async.resources.abha import normalize_abha_address, normalize_otp
 from health_async.testing import FakeHealthServer, Fault
 from health_async.testing._abha import SEEDED_MOBILE
@@ -605,7 +607,7 @@ async def test_every_input_rule_refuses_before_sending(server: FakeHealthServer,
         ({"first_name": 5}, "first_name must be a str"),
         ({"last_name": "x" * 101}, "last_name must be at most 100"),
         ({"gender": "Male"}, "gender"),
-        ({"date_of_birth": dt.date.today() + dt.timedelta(days=1)}, "not in the future"),
+        ({"date_of_birth": today_in_india() + dt.timedelta(days=1)}, "not in the future"),
         ({"date_of_birth": dt.datetime(1990, 1, 1)}, "datetime.date"),
         ({"pincode": "060001"}, "PIN code"),
         ({"pincode": "56001"}, "PIN code"),
@@ -622,6 +624,26 @@ def test_new_profile_rules(kwargs: dict[str, Any], rule: str) -> None:
     fields.update(kwargs)
     with pytest.raises(E.InvalidRequest, match=rule):
         NewAbhaProfile(**fields)
+
+
+@pytest.mark.parametrize(
+    ("instant", "born"),
+    [
+        # 00:30 IST on 2031-06-15 is 19:00 UTC on the 14th: a child born that night in India is born "today"
+        (dt.datetime(2031, 6, 14, 19, 0, tzinfo=dt.UTC), dt.date(2031, 6, 15)),
+        # 23:59 IST on the 15th is 18:29 UTC: still the 15th in India
+        (dt.datetime(2031, 6, 15, 18, 29, tzinfo=dt.UTC), dt.date(2031, 6, 15)),
+    ],
+)
+def test_a_date_of_birth_is_judged_by_indias_calendar_not_the_machines(
+    monkeypatch: pytest.MonkeyPatch, instant: dt.datetime, born: dt.date
+) -> None:
+    """A server on UTC refused a child born in India today, from midnight IST until 05:30."""
+    monkeypatch.setattr(abha_models, "_now", instant.timestamp)
+    fields: dict[str, Any] = {"first_name": "Meera", "gender": "F", "pincode": "560001"}
+    assert NewAbhaProfile(date_of_birth=born, **fields).date_of_birth == born
+    with pytest.raises(E.InvalidRequest, match="not in the future"):
+        NewAbhaProfile(date_of_birth=born + dt.timedelta(days=1), **fields)
 
 
 # ----------------------------------------------------------------------------------- error mapping

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import re
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
@@ -273,11 +274,24 @@ def _gender(_: object, __: attrs.Attribute[str], value: str) -> None:
         raise InvalidRequest('profile.gender must be "M", "F" or "O"')
 
 
+#: India Standard Time: ABHA's calendar (a date of birth is a date in India).
+IST: Final = dt.timezone(dt.timedelta(hours=5, minutes=30), "IST")
+#: The clock the date-of-birth check reads (``time.time``; tests set an instant).
+_now: Callable[[], float] = time.time
+
+
+def today_in_india() -> dt.date:
+    """Today's date in India, whatever the machine's time zone."""
+    return dt.datetime.fromtimestamp(_now(), IST).date()
+
+
 def _dob(_: object, __: attrs.Attribute[dt.date], value: dt.date) -> None:
+    """Judgement call: "not in the future" is judged by India's calendar, not the machine's. A server on UTC used
+    to refuse a child born in India today, from midnight IST until 05:30 (its own date was still yesterday)."""
     if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
         raise InvalidRequest("profile.date_of_birth must be a datetime.date")
-    if value.year < 1900 or value > dt.date.today():
-        raise InvalidRequest("profile.date_of_birth must be after 1900 and not in the future")
+    if value.year < 1900 or value > today_in_india():
+        raise InvalidRequest("profile.date_of_birth must be after 1900 and not in the future (in India)")
 
 
 def _pincode(_: object, __: attrs.Attribute[str], value: str) -> None:
@@ -296,7 +310,7 @@ class NewAbhaProfile:
 
     Checked when built, nothing sent yet: :class:`~health_async.errors.InvalidRequest` names the field and the
     rule, never the value. Names: non-empty, at most 100 characters; ``gender``: ``"M"``, ``"F"`` or ``"O"``;
-    ``date_of_birth``: a ``datetime.date`` after 1900, not in the future (sent as day, month and year);
+    ``date_of_birth``: a ``datetime.date`` after 1900, not in the future in India (sent as day, month and year);
     ``pincode``: an Indian PIN code (6 digits, not starting with 0).
     """
 
