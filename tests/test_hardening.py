@@ -349,7 +349,6 @@ async def test_a_repeated_page_token_stops_paging_with_a_typed_error(serve: Serv
             _ = [page async for page in client.documents.pages()]
 
 
-
 @pytest.mark.parametrize("listing", ["documents", "cases"])
 async def test_empty_pages_without_end_stop_with_a_typed_error(serve: Serve, listing: str) -> None:
     """A service answering empty pages forever, each with a fresh token, used to be followed forever."""
