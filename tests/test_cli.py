@@ -524,3 +524,18 @@ def test_text_for_people_that_stdout_cannot_encode_is_escaped_not_an_error() -> 
     print("subscription राम created", file=stream)
     stream.flush()
     assert raw.getvalue() == b"subscription \\u0930\\u093e\\u092e created\n"
+
+
+def test_reading_a_closed_stdin_is_a_usage_error_that_says_so(server: FakeHealthServer) -> None:
+    """``health-async describe-many - <&-`` (a job started with no stdin at all): it used to print Python's
+    "'NoneType' object is not iterable" and "describe interrupted"."""
+    done = subprocess.run(
+        [sys.executable, "-m", "health_async", "describe-many", "-"],
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),  # the child starts with fd 0 closed, as with `<&-`
+        timeout=60,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 2, err
+    assert "stdin is closed" in err and "NoneType" not in err and "interrupted" not in err
+    assert done.stdout == b"" and server.calls("describe") == 0

@@ -182,6 +182,8 @@ def open_input(source: str) -> IO[bytes] | IO[str]:
     """Open an input file for reading (``-``: stdin), or raise :class:`InputError` with a one-line reason that
     does not repeat the file's name (it can be personal data; the user has it)."""
     if source == "-":
+        if sys.stdin is None:  # the process was started with its stdin closed (``<&-``)
+            raise InputError("stdin is closed: there is no input to read (give a file, or pipe the input in)")
         return getattr(sys.stdin, "buffer", sys.stdin)
     try:
         return open(source, "rb")
