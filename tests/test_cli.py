@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -539,3 +539,51 @@ def test_reading_a_closed_stdin_is_a_usage_error_that_says_so(server: FakeHealth
     assert done.returncode == 2, err
     assert "stdin is closed" in err and "NoneType" not in err and "interrupted" not in err
     assert done.stdout == b"" and server.calls("describe") == 0
+
+
+def _closed_fd(fd: int) -> Callable[[], None]:
+    def close() -> None:
+        os.close(fd)
+
+    return close
+
+
+def test_a_closed_stdout_does_nothing_and_says_so(server: FakeHealthServer) -> None:
+    """``health-async describe ID >&-``: the result would be lost (it was a traceback, after the request)."""
+    doc_id = server.data.document_ids(server.data.user_ids[0])[0]
+    done = subprocess.run(
+        [sys.executable, "-m", "health_async", "describe", doc_id],
+        stderr=subprocess.PIPE,
+        preexec_fn=_closed_fd(1),
+        timeout=60,
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "stdout is closed" in err and "Traceback" not in err, err
+    assert server.calls("describe") == 0
+
+
+def test_a_closed_stderr_keeps_diagnostics_out_of_the_results(server: FakeHealthServer) -> None:
+    """``health-async describe ID 2>&-``: the error line used to be printed on stdout, among the JSON results."""
+    done = subprocess.run(
+        [sys.executable, "-m", "health_async", "describe", "no-such-document"],
+        stdout=subprocess.PIPE,
+        preexec_fn=_closed_fd(2),
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stdout == b""
+
+
+def test_an_ingest_runs_with_stdout_closed_its_results_go_to_its_file(server: FakeHealthServer, tmp_path: Path) -> None:
+    """A cron job started with ``>&-``: the ingest's results are in its output file, its summary on stderr."""
+    ids = server.data.document_ids(server.data.user_ids[0])[:5]
+    (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
+    out = tmp_path / "out.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-m", "health_async", "ingest", "describe", str(tmp_path / "ids.txt"), "--out", str(out)],
+        stderr=subprocess.PIPE,
+        preexec_fn=_closed_fd(1),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert sorted(orjson.loads(line)["key"] for line in out.read_bytes().splitlines()) == sorted(ids)
