@@ -170,8 +170,11 @@ class HealthClient:
         ):
             if env.get(name):
                 kwargs[key] = env[name]
-        if env.get(C.ENV_TRUST_ENV, "").strip().lower() in ("1", "true", "yes"):
+        trust = env.get(C.ENV_TRUST_ENV, "").strip().lower()
+        if trust in ("1", "true", "yes", "on"):
             kwargs["trust_env"] = True
+        elif trust not in ("", "0", "false", "no", "off"):  # a typo must not silently mean "no proxy"
+            raise InvalidRequest(f"{C.ENV_TRUST_ENV} must be 1 or 0 (true/false, yes/no, on/off)")
         if not ({"token", "token_provider", "auth"} & overrides.keys()):
             if env.get(C.ENV_TOKEN):
                 kwargs["token"] = env[C.ENV_TOKEN]

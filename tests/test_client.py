@@ -427,6 +427,36 @@ def test_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ha.HealthClient.from_env()
 
 
+@pytest.mark.parametrize(
+    ("value", "trusted"),
+    [
+        ("1", True),
+        ("true", True),
+        ("Yes", True),
+        ("on", True),
+        ("0", False),
+        ("false", False),
+        ("off", False),
+        ("", False),
+    ],
+)
+def test_from_env_reads_trust_env_strictly(monkeypatch: pytest.MonkeyPatch, value: str, trusted: bool) -> None:
+    monkeypatch.setenv("HEALTH_ASYNC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("HEALTH_ASYNC_TOKEN", "t")
+    monkeypatch.setenv("HEALTH_ASYNC_TRUST_ENV", value)
+    assert ha.HealthClient.from_env()._session.config.trust_env is trusted
+
+
+@pytest.mark.parametrize("value", ["ture", "maybe", "2"])
+def test_a_misspelt_trust_env_is_refused_not_read_as_no(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """A typo used to mean "no proxy" silently: requests then went straight out, past the proxy asked for."""
+    monkeypatch.setenv("HEALTH_ASYNC_BASE_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("HEALTH_ASYNC_TOKEN", "t")
+    monkeypatch.setenv("HEALTH_ASYNC_TRUST_ENV", value)
+    with pytest.raises(ha.InvalidRequest, match="HEALTH_ASYNC_TRUST_ENV must be 1 or 0"):
+        ha.HealthClient.from_env()
+
+
 def test_repr_shows_no_secret() -> None:
     c = ha.HealthClient(base_url=BASE, token="super-secret-token", client_id="cid")
     assert "super-secret-token" not in repr(c)
