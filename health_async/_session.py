@@ -118,11 +118,14 @@ class Session:
         aiohttp's connections, the limits' waiters and the token's single flight all belong to the loop they were
         made on; used from another they fail with aiohttp's ``RuntimeError('Event loop is closed')``, or, when
         that loop still runs in another thread, wait on futures nobody will set. Checked where every call enters
-        (:meth:`request`, :meth:`auth_request`, :meth:`spawn`, :meth:`open`): one C call and a comparison."""
+        (:meth:`request`, :meth:`auth_request`, :meth:`spawn`, :meth:`open`): one C call and a comparison
+        (:meth:`request`, the hot path, makes that comparison itself before calling this)."""
         loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
         if self._loop is None:
             self._loop = loop
-        elif loop is not self._loop:
+        else:
             raise ClientLoopError(
                 "this HealthClient belongs to another event loop (the one it first ran on): create the client "
                 "inside the loop that uses it, e.g. in each asyncio.run(), and close it there"
@@ -173,8 +176,7 @@ class Session:
 
     async def open(self) -> None:
         """Create the aiohttp session now (inside the running loop) instead of on the first request."""
-        if self._loop is not asyncio.get_running_loop():
-            self._bind_loop()
+        self._bind_loop()
         self._open()
         _ = self.limits
 
@@ -440,8 +442,7 @@ class Session:
 
     async def auth_request(self, path: str, *, operation: str, json: Any, headers: Mapping[str, str]) -> Any:
         """A token call: no bearer token of ours, no limits (so it cannot deadlock behind them), no retries."""
-        if self._loop is not asyncio.get_running_loop():
-            self._bind_loop()
+        self._bind_loop()
         timeout = self.config.timeout
         started = time.monotonic()
         req = _Request(
@@ -823,12 +824,11 @@ class Session:
         if self._closed:
             coro.close()
             raise ClientClosedError("the HealthClient is closed; create a new one")
-        if self._loop is not asyncio.get_running_loop():
-            try:
-                self._bind_loop()
-            except ClientLoopError:
-                coro.close()
-                raise
+        try:
+            self._bind_loop()
+        except ClientLoopError:
+            coro.close()
+            raise
         return keep(self.tasks, coro)
 
 

@@ -323,14 +323,10 @@ def _tolerant(stream: object) -> None:
             reconfigure(errors="backslashreplace")
 
 
-def _closed_stdout_is_fine(args: argparse.Namespace) -> bool:
-    """An ingest run writes its results to its output file and its summary to stderr: with stdout closed (a cron
-    job started with ``>&-``) it runs, stdout pointed at the null device. Every other command's results are on
-    stdout."""
-    if args.command == "ingest" and getattr(args, "ingest_command", None) != "status":
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # the process's stdout from now on (it takes fd 1)
-        return True
-    return False
+def _results_on_stdout(args: argparse.Namespace) -> bool:
+    """Whether the command's results go to stdout: every command's but an ingest run's, which writes them to its
+    output file and its summary to stderr (so it may run with stdout closed, a cron job started with ``>&-``)."""
+    return args.command != "ingest" or getattr(args, "ingest_command", None) == "status"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -340,10 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _tolerant(sys.stdout)
     try:
         args = build_parser().parse_args(argv)  # inside: a Ctrl-C while it starts is 130 too, not a traceback
-        if sys.stdout is None and not _closed_stdout_is_fine(args):
-            # started with fd 1 closed (``>&-``): every result would be lost, so nothing is done
-            print("health-async: stdout is closed: the results would be lost; nothing was done", file=sys.stderr)
-            return 2
+        if sys.stdout is None:  # started with fd 1 closed (``>&-``)
+            if _results_on_stdout(args):  # every result would be lost, so nothing is done
+                print("health-async: stdout is closed: the results would be lost; nothing was done", file=sys.stderr)
+                return 2
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # the process's stdout from now on (it takes fd 1)
         return asyncio.run(run(args))
     except BrokenPipeError:
         # The reader went away (``health-async list | head -3``): stop quietly, as a Unix filter does, with the
