@@ -62,9 +62,12 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("crypto", ["jwe", "abdm_crypto", "_jwe_stream"]),
     ("models", ["models", "models.*", "_plain"]),
+    # what a webhook is, and how it is verified and remembered: the resources read events too
+    ("webhook events", ["webhooks._events", "webhooks._signature", "webhooks._seen"]),
     ("transport", ["_session", "_auth", "_bulk"]),
     ("resources", ["resources", "resources.*"]),
     ("client", ["_client", ROOT]),
+    # the receivers answer ABDM's webhooks with a client's calls
     ("receivers", ["webhooks", "webhooks.*"]),
     ("applications", ["ingest", "ingest.*", "testing", "testing.*", "_demo", "_cli", "_cli.*", "cli", "__main__"]),
 ]

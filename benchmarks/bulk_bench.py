@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import make_bodies, pin, spread, start_describe_server
 
 import health_async as ha
-from health_async.models._documents import decode_document, structure_document
+from health_async.models.records._documents import decode_document, structure_document
 
 T = TypeVar("T")
 HEADERS = {"X-Pt-Id": "oid-1", "Authorization": "Bearer bench-token", "Accept": "application/json"}

@@ -51,7 +51,7 @@ from health_async._cli._output import emit
 from health_async._plain import document_json
 from health_async.ingest import IngestJob, _work
 from health_async.models import Document
-from health_async.resources import documents
+from health_async.resources.records import documents
 
 Case = Callable[[HealthClient, list[str], int, Path], Awaitable[None]]
 

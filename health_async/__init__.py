@@ -113,7 +113,7 @@ from .models import (
     UploadResult,
 )
 from .resources import AadhaarRegistration, AbhaLogin, MobileRegistration
-from .resources._polling import PollPolicy
+from .resources.records._polling import PollPolicy
 
 __all__ = [
     "DEVELOPMENT_URL",

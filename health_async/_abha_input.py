@@ -1,8 +1,8 @@
 """What an ABHA call takes from its caller, checked before anything is sent: OTPs, transaction ids, ABHA addresses
 and numbers, and the partner headers of ``client.abha`` calls.
 
-A leaf module (it imports only the errors): the resource (:mod:`health_async.resources.abha`), its guided flows
-(:mod:`health_async.resources._abha_flow`) and the command line all check input with these same rules.
+A leaf module (it imports only the errors): the resource (:mod:`health_async.resources.abha.abha`), its guided flows
+(:mod:`health_async.resources.abha._flows`) and the command line all check input with these same rules.
 """
 
 from __future__ import annotations

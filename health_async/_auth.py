@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -25,10 +25,25 @@ from .errors import (
     ResponseValidationError,
 )
 
-if TYPE_CHECKING:
-    from ._session import Session
-
 __all__ = ["ClientCredentials", "TokenProvider"]
+
+_T = TypeVar("_T")
+
+
+class Session(Protocol):
+    """What the token machinery needs of the client's session (:class:`health_async._session.Session`), named here
+    so that this module does not import the session, which sits above it (the session holds an :class:`Auth`)."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the client is closed (or closing)."""
+
+    def spawn(self, coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
+        """A task owned by the client, cancelled when it closes."""
+
+    async def auth_request(self, path: str, *, operation: str, json: Any, headers: Mapping[str, str]) -> Any:
+        """A token call: no bearer token, no limits, no retries."""
+
 
 #: An async callable returning a bearer token (without the ``Bearer`` prefix).
 TokenProvider = Callable[[], Awaitable[str]]

@@ -21,7 +21,7 @@ from ._client import HealthClient
 from ._retry import RetryPolicy
 from .errors import AbhaError, DocumentNotFound, HealthError
 from .models import FlowStep
-from .resources._polling import PollPolicy
+from .resources.records._polling import PollPolicy
 
 __all__ = ["DemoSummary", "run_demo"]
 

@@ -18,12 +18,7 @@ from typing import IO, Any
 from . import _constants as C
 from ._aadhaar import mask_aadhaar
 from ._bulk import BulkStream
-from ._cli import abdm as _abdm_cli
-from ._cli import abha as _abha_cli
 from ._cli import ingest as _ingest_cli
-from ._cli import patients as _patients_cli
-from ._cli import records as _records_cli
-from ._cli import webhooks as _webhooks_cli
 from ._cli._output import (
     BadLine,
     Command,
@@ -40,6 +35,11 @@ from ._cli._output import (
     positive_number,
     read_ids,
 )
+from ._cli.abdm import hospital as _abdm_cli
+from ._cli.abha import register as _abha_cli
+from ._cli.patients import commands as _patients_cli
+from ._cli.records import commands as _records_cli
+from ._cli.webhooks import commands as _webhooks_cli
 from ._client import HealthClient
 from ._version import __version__
 from .errors import HealthError, InvalidRequest

@@ -59,10 +59,8 @@ import email.utils
 import re
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .models._scan_share import ShareStatus
+from enum import Enum
+from typing import Any
 
 __all__ = [
     "ScanShareFailed",
@@ -476,10 +474,11 @@ class ScanShareTimeout(HealthError, TimeoutError):
 
     Attributes:
         request_id: the share's request id.
-        last_status: the :class:`~health_async.models.ShareStatus` last seen (``None`` when no poll answered).
+        last_status: the :class:`~health_async.models.ShareStatus` last seen (``None`` when no poll answered);
+            typed as its base ``Enum`` here, as this module imports no model.
     """
 
-    def __init__(self, message: str, *, request_id: str, last_status: ShareStatus | None = None) -> None:
+    def __init__(self, message: str, *, request_id: str, last_status: Enum | None = None) -> None:
         super().__init__(message)
         self.request_id = request_id
         self.last_status = last_status

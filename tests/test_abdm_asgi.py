@@ -17,7 +17,7 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import HealthDataRequest, LinkStatus
 from health_async.testing import FakeHealthServer
-from health_async.testing._webhooks import sign
+from health_async.testing.webhooks._send import sign
 
 SECRET = "abdm-asgi-secret"
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)

@@ -27,7 +27,7 @@ from health_async.models import (
     PinScope,
 )
 from health_async.resources import Consents
-from health_async.resources._consent_pin import ConsentPinReset
+from health_async.resources.abdm._consent_pin import ConsentPinReset
 from health_async.testing import FakeHealthServer, Fault
 
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)

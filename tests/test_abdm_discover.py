@@ -23,7 +23,7 @@ from health_async.models import (
     LinkStep,
     Provider,
 )
-from health_async.resources._discover_flow import DiscoverAndLink
+from health_async.resources.abdm._discover_flow import DiscoverAndLink
 from health_async.testing import FakeHealthServer, Fault
 
 NO_WAIT = ha.RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)

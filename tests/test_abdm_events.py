@@ -56,7 +56,7 @@ from health_async.models import (
     SubscriptionNotify,
     SubscriptionPeriod,
 )
-from health_async.testing._webhooks import sign
+from health_async.testing.webhooks._send import sign
 from health_async.webhooks import EventKind
 
 T = TypeVar("T")
@@ -83,7 +83,8 @@ PAGES: dict[str, str] = {
 #: Pages whose example is not strict JSON (comments, trailing commas) and is read with :func:`relaxed`.
 NOT_STRICT_JSON: frozenset[str] = frozenset()
 
-#: The models that predate this module (``models/_abdm.py``): not lenient, and HealthDataRequest has required fields.
+#: The models that predate this module (``models/abdm/_hospital.py``): not lenient, and HealthDataRequest has required
+#: fields.
 OLDER_MODELS = (LinkResult, HealthDataRequest)
 
 #: Wire keys whose values are personal data (or secrets, or health data) in the examples.

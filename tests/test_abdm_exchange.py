@@ -20,7 +20,7 @@ from health_async import webhooks
 from health_async.abdm_crypto import KeyMaterial
 from health_async.models import ConsentArtefact, ConsentStatus, ConsentUpdate, HealthDataStatus, LinkStep, RequestStatus
 from health_async.testing import FakeHealthServer
-from health_async.testing._abdm_hiu import sample_bundle
+from health_async.testing.abdm._hiu import sample_bundle
 
 from .conftest import Serve
 

@@ -22,11 +22,11 @@ from health_async.models import (
     OtpSent,
     SkipState,
 )
-from health_async.models import _abha as abha_models
-from health_async.models._abha import today_in_india
-from health_async.resources.abha import normalize_abha_address, normalize_otp
+from health_async.models.abha import _registration as abha_models
+from health_async.models.abha._registration import today_in_india
+from health_async.resources.abha.abha import normalize_abha_address, normalize_otp
 from health_async.testing import FakeHealthServer, Fault
-from health_async.testing._abha import SEEDED_MOBILE
+from health_async.testing.abha._registration import SEEDED_MOBILE
 
 NO_WAIT = ha.RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 OTHER_MOBILE = "8123456789"

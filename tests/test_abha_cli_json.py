@@ -19,10 +19,10 @@ import pytest
 
 import health_async as ha
 from health_async import cli
-from health_async._cli import abha as abha_cli
-from health_async.resources import _abha_flow
+from health_async._cli.abha import register as abha_cli
+from health_async.resources.abha import _flows as _abha_flow
 from health_async.testing import FakeHealthServer, Fault
-from health_async.testing._abha import SEEDED_MOBILE
+from health_async.testing.abha._registration import SEEDED_MOBILE
 
 from .conftest import ServerThread
 

@@ -23,11 +23,11 @@ import pytest
 import health_async as ha
 from health_async import cli
 from health_async import errors as E
-from health_async._cli import abha as abha_cli
+from health_async._cli.abha import register as abha_cli
 from health_async._demo import run_demo
 from health_async.errors import AccountLikelyCreated, FlowStateExpired, FlowStateInvalid, InvalidRequest
 from health_async.models import AbhaAccount, FlowStep, LoginMethod, NewAbhaProfile
-from health_async.resources._abha_flow import (
+from health_async.resources.abha._flows import (
     DEFAULT_MAX_RESENDS,
     DEFAULT_RESEND_INTERVAL,
     AadhaarRegistration,
@@ -35,7 +35,7 @@ from health_async.resources._abha_flow import (
     MobileRegistration,
 )
 from health_async.testing import FakeHealthServer, Fault
-from health_async.testing._abha import SEEDED_MOBILE
+from health_async.testing.abha._registration import SEEDED_MOBILE
 
 from .conftest import ServerThread
 

@@ -22,7 +22,7 @@ import health_async as ha
 from health_async import errors as E
 from health_async.models import AbhaProfile, AbhaSearchResult, PincodeDetails
 from health_async.testing import FakeHealthServer, Fault
-from health_async.testing._abha_profile import SEEDED_PROFILE_MOBILE
+from health_async.testing.abha._profile import SEEDED_PROFILE_MOBILE
 
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -18,7 +18,7 @@ import pytest
 import health_async as ha
 from health_async import cli
 from health_async._cli import _output
-from health_async._cli import abha as abha_cli
+from health_async._cli.abha import register as abha_cli
 from health_async._progress import Progress
 from health_async.testing import FakeHealthServer, Fault
 
@@ -342,7 +342,7 @@ def _pt_id(request: Any) -> str | None:
 def test_abha_commands_send_x_pt_id_only_when_given_on_the_command(
     server: FakeHealthServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from health_async._cli import abha as abha_cli
+    from health_async._cli.abha import register as abha_cli
 
     env_oid = server.data.user_ids[0]  # HEALTH_ASYNC_USER_ID (the fixture): the OID of the records work
     aadhaar = server.data.valid_aadhaar[0]

@@ -20,10 +20,10 @@ import pytest
 from aiohttp import web
 
 from health_async import HealthClient, _json, cli, webhooks
-from health_async._cli import webhooks as webhooks_cli
+from health_async._cli.webhooks import commands as webhooks_cli
 from health_async.ingest import IngestJob
 from health_async.testing import FakeHealthServer, Fault
-from health_async.testing._webhooks import send_webhook, sign
+from health_async.testing.webhooks._send import send_webhook, sign
 
 from .conftest import Serve, ServerThread
 

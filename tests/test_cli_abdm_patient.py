@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from health_async import cli
-from health_async._cli import abdm_patient
+from health_async._cli.abdm import patient as abdm_patient
 from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import ServerThread

@@ -16,9 +16,9 @@ import pybase64
 import pytest
 
 from health_async import cli
-from health_async._cli import abha as abha_cli
+from health_async._cli.abha import register as abha_cli
 from health_async.testing import FakeHealthServer
-from health_async.testing._abha_profile import SEEDED_PROFILE_MOBILE
+from health_async.testing.abha._profile import SEEDED_PROFILE_MOBILE
 
 from .conftest import ServerThread
 

@@ -17,7 +17,7 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import CareContext, ConsentUpdate, HealthDataRequest, HiType, LinkStatus
 from health_async.testing import FakeHealthServer
-from health_async.testing._abdm import DELIVERY_ATTEMPTS, LINK_ERROR
+from health_async.testing.abdm._hospital import DELIVERY_ATTEMPTS, LINK_ERROR
 
 from .conftest import Serve
 

@@ -36,7 +36,7 @@ from health_async.models import (
     SmartReport,
     UploadResult,
 )
-from health_async.models._documents import decode_document, structure_document
+from health_async.models.records._documents import decode_document, structure_document
 from health_async.testing._data import make_document
 
 # The describe example of vendor/records.yaml (getDocument), verbatim.

@@ -30,7 +30,7 @@ from health_async.errors import (
     TransportError,
 )
 from health_async.models import Patient, PatientCreated, PatientPage, Profile
-from health_async.models._patients import structure_patients
+from health_async.models.patients._patients import structure_patients
 from health_async.testing import FakeHealthServer, Fault
 
 EXAMPLES: dict[str, Any] = json.loads((Path(__file__).parent / "data" / "patient_directory_examples.json").read_text())

@@ -26,9 +26,9 @@ from health_async.errors import (
     UploadFailed,
 )
 from health_async.models import ProcessingStatus
-from health_async.models._records import PresignedEntry, PresignedForm
-from health_async.resources import _presigned
-from health_async.resources._polling import PollPolicy
+from health_async.models.records._cases import PresignedEntry, PresignedForm
+from health_async.resources.records import _presigned
+from health_async.resources.records._polling import PollPolicy
 from health_async.testing import FakeHealthServer, Fault
 
 FAST = RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)

@@ -27,8 +27,8 @@ from health_async.errors import (
     ServerError,
 )
 from health_async.models import ProcessingError, ProcessingResult, ProcessingStatus, UploadOutcome
-from health_async.resources import _polling
-from health_async.resources._polling import PollPolicy, poll_until_final
+from health_async.resources.records import _polling
+from health_async.resources.records._polling import PollPolicy, poll_until_final
 from health_async.testing import FakeHealthServer, Fault
 
 from .conftest import FAST_RETRY, ServerThread

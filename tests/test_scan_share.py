@@ -18,7 +18,7 @@ import health_async as ha
 from health_async import webhooks
 from health_async.errors import ScanShareFailed, ScanShareTimeout, ShareOutcomeUnknown
 from health_async.models import ProfileShare, ShareLocation, ShareStatus, ShareToken
-from health_async.resources._polling import PollPolicy
+from health_async.resources.records._polling import PollPolicy
 from health_async.testing import FakeHealthServer, Fault, sign_webhook
 from health_async.webhooks import TokenCounter
 

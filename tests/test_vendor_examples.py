@@ -25,12 +25,12 @@ import health_async as ha
 from health_async import _routes
 from health_async._auth import _token_fields
 from health_async._wire import structure, structure_many
-from health_async.models._abha import parse_exists, parse_suggestions
-from health_async.models._consents import parse_pin_exists
-from health_async.models._documents import decode_document, structure_document
-from health_async.models._patients import structure_patients
-from health_async.models._records import PresignedBatch
-from health_async.resources._abdm_discover import _providers_of
+from health_async.models.abdm._consents import parse_pin_exists
+from health_async.models.abha._registration import parse_exists, parse_suggestions
+from health_async.models.patients._patients import structure_patients
+from health_async.models.records._cases import PresignedBatch
+from health_async.models.records._documents import decode_document, structure_document
+from health_async.resources.abdm._discover import _providers_of
 
 #: Copies of the vendor's OpenAPI files (shared/spec/vendor), kept in the repository so that CI runs this test
 #: on a clean clone rather than skipping it; refresh them with the vendor's when those change.

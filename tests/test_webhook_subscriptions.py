@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from health_async import HealthClient, cli
-from health_async._cli import webhooks as webhooks_cli
+from health_async._cli.webhooks import commands as webhooks_cli
 from health_async._wire import structure
 from health_async.errors import (
     ApiError,
@@ -24,7 +24,7 @@ from health_async.errors import (
     ResponseValidationError,
 )
 from health_async.models import WebhookSubscription, WebhookSubscriptionCreated, WebhookSubscriptionList
-from health_async.resources.webhook_subscriptions import DOCUMENTED_EVENTS
+from health_async.resources.webhooks.subscriptions import DOCUMENTED_EVENTS
 from health_async.testing import FakeHealthServer, Fault
 from health_async.webhooks import EventKind
 

@@ -16,7 +16,7 @@ import pytest
 
 from health_async import webhooks
 from health_async.errors import InvalidRequest, WebhookSignatureError
-from health_async.testing._webhooks import send_webhook, sign
+from health_async.testing.webhooks._send import send_webhook, sign
 from health_async.webhooks import EventKind, ParsingStatus, WebhookEvent
 
 from .conftest import Serve

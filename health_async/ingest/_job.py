@@ -13,7 +13,7 @@ import attrs
 
 from .._progress import Progress
 from ..errors import InvalidRequest, redacted
-from ..resources.documents import task_params
+from ..resources.records.documents import task_params
 from . import _export
 from ._engine import ClientFactory, Engine, LocalEngine
 from ._export import ExportFormat

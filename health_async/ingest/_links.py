@@ -55,8 +55,8 @@ from .. import _json
 from .._abha_input import normalize_abha_address
 from .._logging import logger
 from ..errors import HealthError, IngestOutputError, InvalidRequest
-from ..models._abdm import CareContext, LinkResult, LinkStatus
-from ..resources.abdm import link_entry
+from ..models.abdm._hospital import CareContext, LinkResult, LinkStatus
+from ..resources.abdm.abdm import link_entry
 
 if TYPE_CHECKING:
     from ..webhooks import WebhookEvent

@@ -1,17 +1,17 @@
 """The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
 ``client.patients``, ``client.cases``, ``client.abdm``, ``client.webhook_subscriptions``."""
 
-from ._abha_flow import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
-from ._consent_pin import ConsentPinReset
-from ._discover_flow import DiscoverAndLink
-from .abdm import Abdm
-from .abdm_consents import Consents
-from .abha import Abha
-from .cases import Cases
-from .documents import Documents
-from .patients import Patients
-from .profiles import Profiles
-from .webhook_subscriptions import WebhookSubscriptions
+from .abdm._consent_pin import ConsentPinReset
+from .abdm._discover_flow import DiscoverAndLink
+from .abdm.abdm import Abdm
+from .abdm.consents import Consents
+from .abha._flows import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
+from .abha.abha import Abha
+from .patients.directory import Patients
+from .patients.profiles import Profiles
+from .records.cases import Cases
+from .records.documents import Documents
+from .webhooks.subscriptions import WebhookSubscriptions
 
 __all__ = [
     "AadhaarRegistration",

@@ -1,5 +1,5 @@
-"""What every guided flow shares: the ABHA flows (:mod:`health_async.resources._abha_flow`: registration, login, KYC,
-user session) and ABDM's discover-and-link (:mod:`health_async.resources._discover_flow`).
+"""What every guided flow shares: the ABHA flows (:mod:`health_async.resources.abha._flows`: registration, login, KYC,
+user session) and ABDM's discover-and-link (:mod:`health_async.resources.abdm._discover_flow`).
 
 :class:`GuidedFlow` is a small state machine over one enum of steps. It keeps the rules those flows have in common:
 

@@ -7,7 +7,7 @@
 
 from ._data import FakeData
 from ._server import ROUTES, FakeHealthServer, Fault, RecordedRequest
-from ._webhooks import send_webhook
-from ._webhooks import sign as sign_webhook
+from .webhooks._send import send_webhook
+from .webhooks._send import sign as sign_webhook
 
 __all__ = ["ROUTES", "FakeData", "FakeHealthServer", "Fault", "RecordedRequest", "send_webhook", "sign_webhook"]

@@ -59,7 +59,8 @@ class _Marker:
 BAD: Final[Any] = _Marker()
 
 #: The fake's processing marker: an uploaded file whose content ends in these bytes has its processing end in
-#: ``error`` (``testing/_records.py``). One rule for every upload route: the direct upload (``_server.py``) and the
+#: ``error`` (``testing/records/_results.py``). One rule for every upload route: the direct upload (``_server.py``) and
+#: the
 #: presigned storage host (``_storage.py``) both check it with :class:`ErrorMarker`.
 ERROR_MARKER: Final = b"error"
 

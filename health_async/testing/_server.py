@@ -15,25 +15,23 @@ import attrs
 from aiohttp import BodyPartReader, web
 
 from .. import _json, jwe
-from . import (
-    _abdm,
-    _abdm_consents,
-    _abdm_discover,
-    _abdm_hiu,
-    _abdm_requests,
-    _abha,
-    _abha_kyc,
-    _abha_profile,
-    _domain,
-    _patients,
-    _records,
-    _scan_share,
-    _storage,
-    _subscriptions,
-)
+from . import _domain
 from . import _routes as R
 from ._common import BAD, Dropped, ErrorMarker, Handler, RecordedRequest, drop
 from ._data import FakeData
+from .abdm import _consents as _abdm_consents
+from .abdm import _discover as _abdm_discover
+from .abdm import _hiu as _abdm_hiu
+from .abdm import _hospital as _abdm
+from .abdm import _requests as _abdm_requests
+from .abha import _kyc as _abha_kyc
+from .abha import _profile as _abha_profile
+from .abha import _registration as _abha
+from .abha import _scan_share
+from .patients import _directory as _patients
+from .records import _results as _records
+from .records import _storage
+from .webhooks import _subscriptions
 
 __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 
@@ -494,7 +492,7 @@ class FakeHealthServer:
                 "document_type": request.query.get("dt", "lr"),
                 "tags": sorted(tasks),
                 "files": [],
-                # a file whose content ends in b"error" ends its processing in ERROR (testing/_records.py); the
+                # a file whose content ends in b"error" ends its processing in ERROR (testing/records/_results.py); the
                 # presigned storage host applies the same rule (_common.ErrorMarker)
                 "upload": {"size": size, "sha256": sha256, "ends_in_error": ends_in_error},
             }

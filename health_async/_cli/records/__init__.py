@@ -1,0 +1,2 @@
+"""The ``health-async`` commands of the records domain (``add_commands(sub, common)``, as every domain module of
+:mod:`health_async._cli`)."""

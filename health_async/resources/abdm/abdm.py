@@ -1,0 +1,286 @@
+"""``client.abdm``: the hospital's side of ABDM's exchange (milestone 2): link care contexts to a patient's ABHA,
+list the linked ones, tell a patient by SMS that records wait to be linked, and answer an HIU's data request with
+the bundles encrypted by ABDM's ECDH scheme (:mod:`health_async.abdm_crypto`).
+
+Paths and shapes: ``registration.yml`` (``/abdm/v1/care-contexts/*``, ``/abdm/v1/hip/care-context/data/on-fetch``).
+Every call sends the optional ``X-Pt-Id`` / ``X-Partner-Pt-Id`` / ``X-Hip-Id`` headers the client or the call
+gives. Links and pushes are not idempotent (a repeat would link or deliver twice): they are sent once, and an
+unknown outcome raises :class:`~health_async.errors.OutcomeUnknown` (check :meth:`Abdm.linked_care_contexts`
+before linking again).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import Any, Final
+
+import pybase64
+
+from ... import _json
+from ... import _routes as R
+from ..._abha_input import normalize_abha_address
+from ..._checks import checked
+from ..._config import NOT_GIVEN, NotGiven, check_header_value, optional_header_value
+from ..._mobile import normalize_mobile
+from ..._retry import RetryPolicy
+from ..._session import json_body
+from ..._wire import structure_many
+from ...abdm_crypto import KeyMaterial, checksum
+from ...errors import InvalidArgumentType, InvalidRequest
+from ...models.abdm._hospital import CareContext, HealthDataRequest, LinkedCareContext, PushResult
+from ...models.records._cases import HiType
+from ._base import AbdmBase
+from ._discover import DiscoverMixin
+from ._hiu import HiuMixin
+from ._requests import RequestsMixin
+from .consents import Consents, aware_datetime
+
+__all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
+
+#: The longest care context id accepted (the vendor gives none; ABDM's gateway takes ids of up to 255).
+MAX_CARE_CONTEXT_ID: Final = 255
+#: The media type of every pushed entry (``RecordsEntry.media``'s only value).
+MEDIA: Final = "application/fhir+json"
+_HI_TYPES: Final = frozenset(t.value for t in HiType)
+#: How long our one-page key material is said to be valid (the HIU decrypts at once; ABDM sets no rule).
+_KEY_LIFE: Final = dt.timedelta(hours=24)
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def bundle_bytes(name: str, bundle: object) -> bytes:
+    """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded; ``bytes``/``str`` must already
+    be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise."""
+    if isinstance(bundle, dict):
+        return json_body(bundle, name)
+    if isinstance(bundle, str):
+        try:
+            bundle = bundle.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate
+            raise InvalidRequest(f"{name} cannot be sent as JSON (text that is not valid Unicode)") from None
+    if not isinstance(bundle, bytes | bytearray | memoryview):
+        raise InvalidRequest(f"{name} must be a FHIR bundle: a dict, or its JSON as bytes or str")
+    raw = bytes(bundle)
+    try:
+        parsed = _json.loads(raw)
+    except ValueError:
+        raise InvalidRequest(f"{name} is not JSON (a FHIR bundle is a JSON object)") from None
+    if not isinstance(parsed, dict):
+        raise InvalidRequest(f"{name} must be a JSON object (a FHIR bundle)")
+    return raw
+
+
+def _care_context_id(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"{where}.care_context_id must be a non-empty str")
+    if len(value) > MAX_CARE_CONTEXT_ID or _CONTROL.search(value):
+        raise InvalidRequest(f"{where}.care_context_id must be at most {MAX_CARE_CONTEXT_ID} printable characters")
+    return value
+
+
+def link_entry(item: object, where: str) -> dict[str, Any]:
+    """The wire entry of one :class:`CareContext` (``LinkCareContextMeta``), every rule checked; ``where`` names
+    the item in the :class:`InvalidRequest` (never its content). Shared by :meth:`Abdm.link_care_contexts` and the
+    bulk link job (``health_async.ingest``), which checks each input row with it before anything is sent."""
+    if not isinstance(item, CareContext):
+        raise InvalidRequest(f"{where} must be a CareContext(care_context_id, display, hi_type, data=None)")
+    entry: dict[str, Any] = {"care_context_id": _care_context_id(item.care_context_id, where)}
+    if not isinstance(item.display, str) or not item.display.strip() or _CONTROL.search(item.display):
+        raise InvalidRequest(f"{where}.display must be a non-empty line of text")
+    entry["display"] = item.display
+    hi_type = item.hi_type.value if isinstance(item.hi_type, HiType) else item.hi_type
+    if not isinstance(hi_type, str):  # before the set lookup: an unhashable value would be a raw TypeError
+        raise InvalidArgumentType(f"{where}.hi_type must be a HiType or its str value, not {type(hi_type).__name__}")
+    if hi_type not in _HI_TYPES:
+        raise InvalidRequest(f"{where}.hi_type must be one of {', '.join(sorted(_HI_TYPES))}")
+    entry["hi_type"] = hi_type
+    if item.data is not None:
+        entry["data"] = pybase64.b64encode(bundle_bytes(f"{where}.data", item.data)).decode("ascii")
+        entry["hi_types"] = [hi_type]
+    return entry
+
+
+class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
+    """ABDM's exchange: the hospital's side here (see the module); the patient's app and the requester's side in
+    the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_requests.py``: the patient's request
+    inbox; ``_abdm_hiu.py``: the HIU's keys and the data pushed to it) and :attr:`consents`."""
+
+    @cached_property
+    def consents(self) -> Consents:
+        """Consents and the consent PIN: :class:`~health_async.resources.Consents`."""
+        return Consents(self._client)
+
+    @checked
+    async def link_care_contexts(
+        self,
+        care_contexts: Iterable[CareContext],
+        *,
+        abha_address: str | None = None,
+        oid: str | None = None,
+        partner_user_id: str | None = None,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> None:
+        """``POST /abdm/v1/care-contexts/link``: link visits to the patient's ABHA (named by ``abha_address``,
+        or by ``oid`` / ``partner_user_id`` when the service knows the patient by them). Answered 202: the
+        outcome of each link comes later, in an ``abha.link_care_context`` webhook (``LINKED`` / ``ERRORED``).
+
+        A care context with ``data`` (its FHIR bundle) is stored by the service, which then answers data requests
+        for it itself; without, you answer them (:meth:`push_health_data`).
+
+        Raises:
+            InvalidRequest: a rule broken (the message names the field, never health data); nothing sent.
+            OutcomeUnknown: the links may or may not have been made: check :meth:`linked_care_contexts` before
+                linking again (a repeat would not be harmful to ABDM, but it triggers a second webhook).
+        """
+        entries = [link_entry(item, f"care_contexts[{i}]") for i, item in enumerate(care_contexts)]
+        if not entries:
+            raise InvalidRequest("care_contexts must hold at least one CareContext")
+        ids = [e["care_context_id"] for e in entries]
+        if len(set(ids)) != len(ids):
+            raise InvalidRequest("care_contexts must not repeat a care_context_id")
+        if abha_address is None and oid is None and partner_user_id is None:
+            raise InvalidRequest("link_care_contexts needs the patient: abha_address=, oid= or partner_user_id=")
+        body: dict[str, Any] = {"care_contexts": entries}
+        if abha_address is not None:
+            body["abha_address"] = normalize_abha_address(abha_address)
+        if oid is not None:
+            body["oid"] = optional_header_value("oid", oid)
+        if partner_user_id is not None:
+            body["partner_user_id"] = optional_header_value("partner_user_id", partner_user_id)
+        await self._send_once(
+            "POST",
+            R.PATH_CARE_CONTEXTS_LINK,
+            operation="care_contexts_link",
+            headers=self._headers(oid, partner_user_id),
+            json=body,
+            retry=retry,
+            timeout=timeout,
+        )
+
+    @checked
+    async def linked_care_contexts(
+        self,
+        hip_id: str,
+        *,
+        oid: str | None = None,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> tuple[LinkedCareContext, ...]:
+        """``GET /abdm/v1/care-contexts/linked``: the care contexts linked at your facility ``hip_id`` (for the
+        patient ``oid``, or the client's ``user_id``), with where each stands in the exchange."""
+        params = [("hip_id", check_header_value("hip_id", hip_id))]
+        if oid is not None:
+            params.append(("oid", check_header_value("oid", oid)))
+        data = await self._session.request(
+            "GET",
+            R.PATH_CARE_CONTEXTS_LINKED,
+            operation="care_contexts_linked",
+            params=params,
+            headers=self._headers(oid),
+            idempotent=True,
+            retry=retry,
+            timeout=timeout,
+        )
+        items = data.get("care_contexts") if isinstance(data, dict) else None
+        return structure_many(items or [], LinkedCareContext, "care_contexts")
+
+    @checked
+    async def notify_unlinked(
+        self,
+        mobile: str,
+        *,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> None:
+        """``POST /abdm/v1/care-contexts/sms/notify``: tell the patient by SMS that records at your facility wait to
+        be linked to their ABHA. ``mobile``: an Indian mobile number in any common form (sent as 10 digits).
+        Sent once (a repeat sends a second SMS)."""
+        await self._send_once(
+            "POST",
+            R.PATH_CARE_CONTEXTS_NOTIFY,
+            operation="care_contexts_notify",
+            headers=self._headers(),
+            json={"mobile_number": normalize_mobile(mobile)},
+            retry=retry,
+            timeout=timeout,
+        )
+
+    @checked
+    async def push_health_data(
+        self,
+        request: HealthDataRequest,
+        bundles: Mapping[str, dict[str, Any] | bytes | str],
+        *,
+        now: dt.datetime | None = None,
+        retry: RetryPolicy | NotGiven = NOT_GIVEN,
+        timeout: float | NotGiven | None = NOT_GIVEN,
+    ) -> PushResult:
+        """``POST /abdm/v1/hip/care-context/data/on-fetch``: answer an HIU's data request (from an
+        ``abha.hip_data_fetch`` webhook) with the FHIR bundle of each care context it asked for
+        (``bundles``: ``{care_context_id: bundle}``; a bundle is a ``dict`` or its JSON).
+
+        Each bundle is encrypted to the HIU's key with ABDM's ECDH scheme and sent as **its own page**, under its
+        own fresh key material (judgement call: all entries of a page share one key material, so one key and one
+        AES-GCM IV; a page per entry is the only way two bundles never meet under one IV). Each entry carries the
+        checksum of its plain text (:func:`checksum`). Bundles the request did not ask for are refused; care
+        contexts asked for but absent from ``bundles`` are reported in :attr:`PushResult.missing` (nothing is sent
+        for them). An expired HIU key (``key.expiry`` before ``now``, default the current time) is refused before
+        anything is sent; so is a naive ``now`` (it must be timezone-aware).
+
+        Each page is sent once (a repeat would deliver a bundle twice): a page whose outcome is unknown raises
+        :class:`~health_async.errors.OutcomeUnknown` and the pages after it are not sent.
+        """
+        if now is not None:
+            aware_datetime(now, "now")  # a naive time cannot be compared with the key's expiry, nor sent as one
+        if not isinstance(request, HealthDataRequest):
+            raise InvalidRequest("request must be the HealthDataRequest of an abha.hip_data_fetch event")
+        if not isinstance(bundles, Mapping):
+            raise InvalidRequest("bundles must be a mapping {care_context_id: FHIR bundle}")
+        asked = list(dict.fromkeys(request.care_contexts))
+        extra = [key for key in bundles if key not in asked]
+        if extra:
+            raise InvalidRequest(f"bundles holds {len(extra)} care context(s) the request did not ask for")
+        expires = request.key.expires_at
+        moment = dt.datetime.now(dt.UTC) if now is None else now
+        if expires is not None and expires <= moment:
+            raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
+        plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundles[cid]) for cid in asked if cid in bundles}
+        order = list(plain)  # the request's order: plain was filled in it
+        for page, cid in enumerate(order, start=1):
+            material = KeyMaterial.generate()  # fresh for every page: no IV ever serves twice
+            content = material.encrypt(plain[cid], peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)
+            body = {
+                "transaction_id": request.transaction_id,
+                "page_number": page,
+                "page_count": len(order),
+                "entries": [
+                    {"care_context_id": cid, "content": content, "media": MEDIA, "checksum": checksum(plain[cid])}
+                ],
+                "key_information": {
+                    "crypto_alg": "ECDH",
+                    "curve": "Curve25519",
+                    "dh_public_key": {
+                        "expiry": (moment + _KEY_LIFE).isoformat().replace("+00:00", "Z"),
+                        "parameters": "Curve25519/32byte random key",
+                        "key_value": material.x509_public_key,
+                    },
+                    "nonce": material.nonce,
+                },
+            }
+            await self._send_once(
+                "POST",
+                R.PATH_HIP_DATA_ON_FETCH,
+                operation="hip_data_push",
+                headers=self._headers(request.oid),
+                json=body,
+                retry=retry,
+                timeout=timeout,
+            )
+        return PushResult(
+            transaction_id=request.transaction_id,
+            pushed=tuple(order),
+            missing=tuple(cid for cid in asked if cid not in plain),
+        )

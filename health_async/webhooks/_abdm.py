@@ -1,0 +1,341 @@
+"""ABDM's receiver for aiohttp: :func:`abdm_handler` (on ``abha.*`` events; data requests and profile shares
+answered in the background), and what the ASGI receiver shares with it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from aiohttp import web
+
+from .._logging import logger
+from .._tasks import keep, settle
+from ..errors import HealthError, InvalidRequest, OutcomeUnknown
+from ..models.abdm._events import ProfileShare
+from ..models.abdm._hospital import HealthDataRequest
+
+if TYPE_CHECKING:
+    from .._client import HealthClient
+from ._events import EventKind, WebhookEvent
+from ._receiving import (
+    _CLOSED,
+    DEFAULT_MAX_BODY_SIZE,
+    WebhookCallback,
+    _accept,
+    _Answer,
+    _from_aiohttp,
+    _Incoming,
+    _Refused,
+    _run,
+    _safe_event_name,
+    _to_aiohttp,
+)
+from ._seen import InMemorySeenStore, SeenStore
+from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
+
+__all__ = [
+    "DEFAULT_MAX_REQUESTS",
+    "AbdmHandler",
+    "Bundles",
+    "DataFetchCallback",
+    "ProfileShareCallback",
+    "abdm_handler",
+]
+
+#: What ``on_data_fetch`` returns: the FHIR bundle of each care context asked for (a dict, or its JSON).
+Bundles: TypeAlias = Mapping[str, "dict[str, Any] | bytes | str"]
+
+
+DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]
+
+
+#: What ``on_profile_share`` is: the token number of a Scan & Share (``None``: give none, answer nothing), e.g. a
+#: :class:`TokenCounter`.
+ProfileShareCallback: TypeAlias = Callable[[ProfileShare], Awaitable["str | int | None"]]
+
+
+#: Data requests (transaction ids) an ABDM handler remembers, to ignore a redelivery (and as many profile shares).
+DEFAULT_MAX_REQUESTS: Final = 10_000
+
+
+class _AbdmReceiver:
+    """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event``, the
+    data requests and profile shares answered in the background (a redelivery ignored), and :attr:`pending`,
+    :meth:`join` and :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming`
+    and the :class:`_Answer` into its framework's response.
+
+    Closing: :meth:`aclose` sets ``_closed`` first; from then :meth:`_spawn` starts no task and refuses the
+    webhook with 503 instead (a request already past ``on_event`` is too; one that arrives later is refused
+    before ``on_event``), so the tasks :meth:`aclose` cancels and awaits are all there will ever be. A webhook
+    that needs no background work (on_event only) is still answered as before: it runs in the request, which
+    the server owns."""
+
+    def __init__(
+        self,
+        keys: tuple[bytes, ...],
+        client: HealthClient,
+        on_event: WebhookCallback | None,
+        on_data_fetch: DataFetchCallback | None,
+        on_profile_share: ProfileShareCallback | None,
+        tolerance: float,
+        max_body_size: int,
+        store: SeenStore,
+    ) -> None:
+        self._keys, self._client, self._store = keys, client, store
+        self._on_event, self._on_data_fetch, self._on_profile_share = on_event, on_data_fetch, on_profile_share
+        self._tolerance, self._max_body_size = tolerance, max_body_size
+        self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
+        self._shares: dict[str, None] = {}  # request ids of profile shares taken, oldest first
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False  # set when aclose() starts: no background work is started after it
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(pending={len(self._tasks)})"
+
+    @property
+    def pending(self) -> int:
+        """Data requests and profile shares being answered in the background."""
+        return len(self._tasks)
+
+    async def _respond(self, incoming: _Incoming) -> _Answer:
+        """Answer one webhook request (see :func:`abdm_handler`)."""
+        accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store)
+        if isinstance(accepted, _Answer):
+            return accepted
+        event, key = accepted
+
+        async def run() -> str:
+            if self._closed and self._needs_background(event):
+                self._refuse(event)  # before on_event: the redelivery the 503 asks for runs it once
+            if self._on_event is not None:
+                await self._on_event(event)
+            if event.kind is EventKind.HIP_PROFILE_SHARE:
+                return self._take_share(event)
+            return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
+
+        return await _run(self._store, key, event, run)
+
+    def _needs_background(self, event: WebhookEvent) -> bool:
+        """Whether answering ``event`` would start background work (a data request, a profile share)."""
+        if event.kind is EventKind.HIP_DATA_FETCH:
+            return self._on_data_fetch is not None
+        return event.kind is EventKind.HIP_PROFILE_SHARE and self._on_profile_share is not None
+
+    def _refuse(self, event: WebhookEvent) -> None:
+        """Refuse ``event`` with a 503 (raises :class:`_Refused`): the receiver is closed and starts no work."""
+        logger.warning("webhook %s refused with 503: the ABDM receiver is closed", _safe_event_name(event))
+        raise _Refused(_CLOSED)
+
+    def _take(self, event: WebhookEvent) -> str:
+        """Start answering a data request in the background; the service gets its 200 at once."""
+        if self._on_data_fetch is None:
+            return "ok"
+        try:
+            request = event.data_request()
+        except HealthError:
+            logger.error("ABDM data request refused: its data does not fit a HealthDataRequest")
+            return "data request not understood"
+        if request.transaction_id in self._requests:
+            logger.warning("ABDM data request redelivered: already being answered, ignored")
+            return "duplicate data request ignored"
+        self._spawn(event, self._answer(request))  # first: refused once closed, the id is not kept
+        self._requests[request.transaction_id] = None
+        while len(self._requests) > DEFAULT_MAX_REQUESTS:
+            del self._requests[next(iter(self._requests))]
+        return "accepted"
+
+    def _spawn(self, event: WebhookEvent, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` (answering ``event``) in the background, or refuse ``event`` with a 503 once closed."""
+        if self._closed:
+            work.close()  # never started: no "coroutine was never awaited" warning
+            self._refuse(event)
+        keep(self._tasks, work)
+
+    def _take_share(self, event: WebhookEvent) -> str:
+        """Start answering a profile share (Scan & Share) in the background; the service gets its 200 at once."""
+        if self._on_profile_share is None:
+            return "ok"
+        try:
+            share = event.payload()
+        except HealthError:
+            share = None
+        if not isinstance(share, ProfileShare) or not share.request_id:
+            logger.error("ABDM profile share refused: it carries no request id")
+            return "profile share not understood"
+        if share.request_id in self._shares:
+            logger.warning("ABDM profile share redelivered: already being answered, ignored")
+            return "duplicate profile share ignored"
+        self._spawn(event, self._answer_share(event, share, share.request_id))  # first: as in _take
+        self._shares[share.request_id] = None
+        while len(self._shares) > DEFAULT_MAX_REQUESTS:
+            del self._shares[next(iter(self._shares))]
+        return "accepted"
+
+    async def _answer_share(self, event: WebhookEvent, share: ProfileShare, request_id: str) -> None:
+        assert self._on_profile_share is not None
+        try:
+            token = await self._on_profile_share(share)
+            if token is None:
+                logger.info("ABDM profile share not answered: on_profile_share gave no token")
+                return
+            await self._client.abha.answer_profile_share(event, token_number=token)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, OutcomeUnknown):  # nothing reached the service: a redelivery may try again
+                self._shares.pop(request_id, None)
+            logger.error("ABDM profile share not answered: %s", type(exc).__name__)
+            return
+        logger.info("ABDM profile share answered with a token")
+
+    async def _answer(self, request: HealthDataRequest) -> None:
+        assert self._on_data_fetch is not None
+        sent = False
+        try:
+            bundles = await self._on_data_fetch(request)
+            sent = True  # from here a failure may leave pages pushed: a redelivery must not push twice
+            result = await self._client.abdm.push_health_data(request, bundles)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not sent or isinstance(exc, InvalidRequest):
+                self._requests.pop(request.transaction_id, None)  # nothing pushed: a redelivery may try again
+            logger.error("ABDM data request not answered: %s", type(exc).__name__)
+            return
+        logger.info(
+            "ABDM data request answered: %d care context(s) pushed, %d not found",
+            len(result.pushed),
+            len(result.missing),
+        )
+
+    async def join(self) -> None:
+        """Wait until the answers under way have finished (a graceful shutdown; tests)."""
+        await settle(self._tasks)
+
+    async def aclose(self) -> None:
+        """Close the receiver: from now on it starts no background work, and the answers under way are cancelled
+        and waited for (nothing is left running when this returns; calling it again is harmless).
+
+        A webhook that would start background work (a data request, a profile share) and arrives after this
+        began, or was still in ``on_event`` when it began, is answered 503 (logged at WARNING with the event
+        name only) and its replay key forgotten, so the service's redelivery runs, e.g. in the next process.
+        If this is cancelled, what is left is cancelled too (not waited for) and the cancellation propagates.
+        """
+        self._closed = True
+        try:
+            await settle(self._tasks, cancel=True)
+        except asyncio.CancelledError:
+            for task in self._tasks:
+                task.cancel()
+            raise
+
+
+class AbdmHandler(_AbdmReceiver):
+    """An ``aiohttp.web`` handler for ABDM's webhooks; make one with :func:`abdm_handler`.
+
+    Register it, and close it with the app (it may have pushes under way)::
+
+        handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=load_bundles)
+        app.router.add_post("/webhooks/abdm", handler.handle)
+        app.on_cleanup.append(handler.on_cleanup)
+
+    (aiohttp takes a coroutine function as a handler, hence the bound method :meth:`handle`.) Also has
+    :attr:`pending`, :meth:`join` and :meth:`aclose`, as :class:`AbdmAsgiApp`. Once :meth:`aclose` has begun
+    (``on_cleanup`` runs after aiohttp's handlers finished; a direct call may not), a data request or profile
+    share still in flight or arriving later is answered 503 and starts nothing; see :meth:`aclose`.
+    """
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Answer one webhook request (see :func:`abdm_handler`)."""
+        return _to_aiohttp(await self._respond(_from_aiohttp(request)))
+
+    async def on_cleanup(self, app: web.Application) -> None:  # noqa: ARG002 - aiohttp's signature
+        """:meth:`aclose`, in the form ``app.on_cleanup`` takes."""
+        await self.aclose()
+
+
+def _abdm_receiver_args(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    client: HealthClient,
+    on_event: WebhookCallback | None,
+    on_data_fetch: DataFetchCallback | None,
+    on_profile_share: ProfileShareCallback | None,
+    tolerance: float,
+    max_body_size: int,
+    seen_store: SeenStore | None,
+) -> tuple[
+    tuple[bytes, ...],
+    HealthClient,
+    WebhookCallback | None,
+    DataFetchCallback | None,
+    ProfileShareCallback | None,
+    float,
+    int,
+    SeenStore,
+]:
+    """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
+    keys = _secrets(secret)
+    _check_tolerance(tolerance)
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise InvalidRequest("max_body_size must be a positive number of bytes")
+    for name, callback in (
+        ("on_event", on_event),
+        ("on_data_fetch", on_data_fetch),
+        ("on_profile_share", on_profile_share),
+    ):
+        if callback is not None and not callable(callback):
+            raise InvalidRequest(f"{name} must be an async function")
+    if client is None or not hasattr(client, "abdm"):
+        raise InvalidRequest("client must be the HealthClient that pushes the data")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
+    if not isinstance(store, SeenStore):
+        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    return keys, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, store
+
+
+def abdm_handler(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    *,
+    client: HealthClient,
+    on_event: WebhookCallback | None = None,
+    on_data_fetch: DataFetchCallback | None = None,
+    on_profile_share: ProfileShareCallback | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    seen_store: SeenStore | None = None,
+) -> AbdmHandler:
+    """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
+    (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
+
+    * every verified event goes to ``await on_event(event)`` first, when given (500 if it raises, as there);
+    * an ``abha.hip_data_fetch`` event is answered 200 at once (the service's webhook timeout is short), and in
+      the background ``await on_data_fetch(request)`` gives the bundles, which
+      ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle; an expired
+      HIU key pushes nothing). A redelivered data request (the same transaction id, re-signed, so not a
+      replay) is ignored while the first is answered or once it was; it is forgotten, so a redelivery runs
+      again, only when nothing was pushed (``on_data_fetch`` failed, or the push was refused before sending).
+      Outcomes are logged (counts and error types only: no health data, no ABHA address).
+    * an ``abha.hip_profile_share`` event (Scan & Share: a patient scanned your counter's QR code) is answered 200
+      at once, and in the background ``await on_profile_share(share)`` (the event's
+      :class:`~health_async.models.ProfileShare`) gives the token number, which
+      ``client.abha.answer_profile_share`` sends (``None``: no token, nothing sent). A redelivered share (the
+      same request id) is ignored while the first is answered or once it was; it is forgotten, so a redelivery
+      runs again, only when nothing reached the service (the callback failed, or the answer was refused or
+      failed before or without reaching it; an answer of unknown outcome is not sent twice). A share without a
+      request id cannot be answered (logged, 200). Outcomes are logged without the share's personal data or the
+      token. :class:`TokenCounter` is a ready callback (one token per person
+      per counter per day).
+
+    Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
+    (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``: the background answers under
+    way are cancelled, and a data request or profile share arriving during or after the close (or still in
+    ``on_event`` when it began) is answered 503, logged at WARNING with the event name only, its replay key
+    forgotten so the service's redelivery runs; nothing is started after the close. For FastAPI, Starlette or
+    another ASGI framework, :func:`abdm_asgi` is the same receiver as an ASGI application.
+    """
+    return AbdmHandler(
+        *_abdm_receiver_args(
+            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store
+        )
+    )

@@ -1,0 +1,175 @@
+"""What every receiver shares, framework-neutral: a request read (capped), verified, checked against the seen
+store and run once; the answer given."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, TypeAlias
+
+import attrs
+from aiohttp import web
+
+from .._logging import logger
+from ..errors import WebhookSignatureError
+
+if TYPE_CHECKING:
+    pass
+from ._events import EventKind, WebhookEvent
+from ._seen import SeenStore
+from ._signature import SIGNATURE_HEADER, _verify
+
+__all__ = ["DEFAULT_MAX_BODY_SIZE"]
+
+#: Largest body :func:`aiohttp_handler` reads by default (1 MiB); a larger one is answered 413.
+DEFAULT_MAX_BODY_SIZE: Final = 1024 * 1024
+
+
+_READ_CHUNK: Final = 64 * 1024
+
+
+WebhookCallback: TypeAlias = Callable[[WebhookEvent], Awaitable[object]]
+
+
+@attrs.frozen
+class _Incoming:
+    """What the checks need of one request, whatever the framework: the method, the declared ``Content-Length``
+    (``None`` when absent), ``read(limit)`` giving the body or ``None`` once over ``limit`` bytes (the rest never
+    read), and the signature header's value (``None`` when absent)."""
+
+    method: str
+    declared: int | None
+    read: Callable[[int], Awaitable[bytes | None]]
+    signature: str | None
+
+
+@attrs.frozen
+class _Answer:
+    """A framework-neutral HTTP answer (plain text); ``close`` asks the server to close the connection."""
+
+    status: int
+    text: str
+    headers: tuple[tuple[str, str], ...] = ()
+    close: bool = False
+
+
+_METHOD_NOT_ALLOWED: Final = _Answer(405, "method not allowed", (("Allow", "POST"),))
+
+
+_TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True)  # do not drain the rest of a huge body
+
+
+_CLOSED: Final = _Answer(503, "webhook receiver closed")
+
+
+class _Refused(Exception):
+    """Raised by a ``work`` given to :func:`_run` to answer with :attr:`answer` instead (its key forgotten)."""
+
+    def __init__(self, answer: _Answer) -> None:
+        super().__init__(answer.text)
+        self.answer = answer
+
+
+async def _accept(
+    incoming: _Incoming, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
+) -> tuple[WebhookEvent, str] | _Answer:
+    """The verified, first-seen event of the request and its replay key, or the answer that refuses it (405, 413,
+    400, a 500 when the seen store fails, a 200 for a replay): the checks every handler here makes."""
+    if incoming.method != "POST":
+        return _METHOD_NOT_ALLOWED
+    declared = incoming.declared
+    if declared is not None and declared > max_body_size:
+        logger.warning("webhook refused: body of %d bytes is over the %d byte limit", declared, max_body_size)
+        return _TOO_LARGE
+    body = await incoming.read(max_body_size)
+    if body is None:
+        logger.warning("webhook refused: body is over the %d byte limit", max_body_size)
+        return _TOO_LARGE
+    try:
+        event, key, signed = _verify(body, incoming.signature, keys, tolerance, None)
+    except WebhookSignatureError as exc:
+        logger.warning("%s", exc)
+        return _Answer(400, "webhook refused")
+    try:
+        first = await store.add(key, signed + tolerance)
+    except asyncio.CancelledError:
+        # cancelled while a store that does I/O was adding the key: it may have been set, and this request will
+        # not be processed: forget the key, so the service's redelivery is (judgement call: a delivery of the same
+        # webhook arriving in that very moment could then be processed twice; otherwise it would be lost)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(store.discard(key))
+        raise
+    except Exception as exc:
+        logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+        return _Answer(500, "webhook replay check failed")
+    if not first:
+        logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
+        return _Answer(200, "duplicate webhook ignored")
+    return event, key
+
+
+async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> _Answer:
+    """200 with ``work``'s text once it returns; 500 when it raises (logged with the event name and the error's
+    type only), or the answer of a :class:`_Refused` it raises (logged by whoever raised it), after forgetting
+    ``key`` so a redelivery runs (also when cancelled, which propagates)."""
+    done = False
+    try:
+        text = await work()
+        done = True
+    except asyncio.CancelledError:
+        raise
+    except _Refused as refused:
+        return refused.answer
+    except Exception as exc:
+        logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
+        return _Answer(500, "webhook callback failed")
+    finally:
+        if not done:
+            await _forget(store, key)
+    return _Answer(200, text)
+
+
+async def _read_capped(next_chunk: Callable[[], Awaitable[bytes | None]], limit: int) -> bytes | None:
+    """The body from ``next_chunk()`` (``None`` at its end), or None once more than ``limit`` bytes arrived (the
+    rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while (chunk := await next_chunk()) is not None:
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _from_aiohttp(request: web.Request) -> _Incoming:
+    async def next_chunk() -> bytes | None:
+        return await request.content.read(_READ_CHUNK) or None
+
+    async def read(limit: int) -> bytes | None:
+        return await _read_capped(next_chunk, limit)
+
+    return _Incoming(request.method, request.content_length, read, request.headers.get(SIGNATURE_HEADER))
+
+
+def _to_aiohttp(answer: _Answer) -> web.Response:
+    response = web.Response(status=answer.status, text=answer.text, headers=dict(answer.headers) or None)
+    if answer.close:
+        response.force_close()
+    return response
+
+
+async def _forget(store: SeenStore, key: str) -> None:
+    """Discard ``key`` after a failed callback; a store error is logged (type only), not raised over the 500."""
+    try:
+        await store.discard(key)
+    except Exception as exc:
+        logger.error("webhook seen store could not forget a failed webhook: %s", type(exc).__name__)
+
+
+def _safe_event_name(event: WebhookEvent) -> str:
+    """The event name for a log line: a documented name, else ``"an unknown event"`` (a name is text the sender
+    chose; keep logs free of it)."""
+    kind = event.kind
+    return kind.value if kind is not EventKind.UNKNOWN else "an unknown event"

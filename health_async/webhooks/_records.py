@@ -1,0 +1,85 @@
+"""The records events' receiver: :func:`aiohttp_handler`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ..errors import InvalidRequest
+
+if TYPE_CHECKING:
+    pass
+from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _accept, _Answer, _from_aiohttp, _run, _to_aiohttp
+from ._seen import InMemorySeenStore, SeenStore
+from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
+
+__all__ = ["aiohttp_handler"]
+
+
+def aiohttp_handler(
+    secret: WebhookSecret | Sequence[WebhookSecret],
+    callback: WebhookCallback,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    seen_store: SeenStore | None = None,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """An ``aiohttp.web`` handler that verifies each webhook and passes it to ``await callback(event)``.
+
+    ``app.router.add_post("/webhooks/eka", webhooks.aiohttp_handler(secret, on_event))``
+
+    Answers:
+
+    * 413 for a body over ``max_body_size`` bytes: refused from ``Content-Length`` before reading, and a chunked
+      body is read at most ``max_body_size + 1`` bytes; the connection is then closed.
+    * 400 for a webhook that does not verify (:func:`verify`); the reason is logged at WARNING, the answer
+      itself says only that the webhook was refused.
+    * 405 for a method other than POST.
+    * 200 without calling the callback for a replay: a webhook that verifies but was already accepted (logged at
+      WARNING). Judgement call: a replay is byte for byte a request this handler took (its callback ran or is
+      running), so a 4xx would only tell a sender that retried after losing our answer that a processed event
+      failed, and make it retry again; an attacker replaying it gains nothing from the 200, as nothing runs.
+    * 500 when the callback raises, so that the service delivers again; logged at ERROR with the event name and
+      the exception's type only (its message, like the event, may hold personal data). Also 500 when the seen
+      store raises (a Redis outage is a server error; the webhook is not processed unchecked).
+    * 200 once the callback has returned.
+
+    Replays: ``seen_store`` (a :class:`SeenStore`; default a new :class:`InMemorySeenStore` for this handler)
+    is asked only once the signature and timestamp have verified, and keeps each key until the signed time plus
+    ``tolerance``, after which the timestamp check refuses the webhook anyway. The key is the webhook's
+    signature (HMAC of ``t`` and the body under the first secret), not an id from the body: the documented
+    events carry no id of their own, and ``transaction_id`` is shared by the several events about one document
+    (``parsing_initiated`` then ``parsing_complete``; ``rec.srp``, ``rec.pii`` and ``rec.classification``), so
+    keying on it would drop real events. A different event, or the same one re-signed at another second, is
+    new. Share one store between processes (e.g. Redis) to refuse replays across them, and keep the same first
+    secret in all of them. The key is forgotten when the callback fails or is cancelled, so a redelivery runs.
+
+    ``secret``, ``tolerance``, ``max_body_size`` and ``seen_store`` are checked here, when the handler is built
+    (:class:`~health_async.errors.InvalidRequest`). Cancellation (the client went away, the server shuts down)
+    propagates. The callback should be quick (the service waits for the answer): hand long work to a queue.
+    """
+    keys = _secrets(secret)
+    _check_tolerance(tolerance)
+    if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+        raise InvalidRequest("max_body_size must be a positive number of bytes")
+    if not callable(callback):
+        raise InvalidRequest("callback must be an async function taking the WebhookEvent")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
+    if not isinstance(store, SeenStore):
+        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+
+    async def handle(request: web.Request) -> web.Response:
+        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store)
+        if isinstance(accepted, _Answer):
+            return _to_aiohttp(accepted)
+        event, key = accepted
+
+        async def run() -> str:
+            await callback(event)
+            return "ok"
+
+        return _to_aiohttp(await _run(store, key, event, run))
+
+    return handle
