@@ -1,12 +1,14 @@
-"""Every ```python block of the README runs against the fake server, with warnings as errors.
+"""Every ```python block of the README and of the user guide (``docs/**/*.md``) runs against the fake server, with
+warnings as errors.
 
 A block is run as a user would paste it into an async REPL (``python -m asyncio``): top-level ``await`` allowed,
-in a fresh namespace holding what the README says its examples assume (``ha``, ``datetime``, an open ``client``
+in a fresh namespace holding what the docs say their examples assume (``ha``, ``datetime``, an open ``client``
 made by ``ha.HealthClient.from_env()``, ``oid``, a ``document_id`` / ``doc_id`` that exist, ``paths``), with the
 ``HEALTH_ASYNC_*`` environment pointing at a fake server on 127.0.0.1 and the files the examples name in the
 working directory. A block that calls ``asyncio.run`` runs in a thread of its own (its own loop); one that defines
 ``main()`` without calling it has it run; one that builds an aiohttp ``app`` has it served and its GET routes
 asked; one that defines ``test_*`` functions is run by pytest in a subprocess, with the package's pytest plugin.
+A block's test id is its file and the line of its fence, e.g. ``docs/guides/abha.md:123``.
 
 A block that is a fragment (a piece of a larger program: the names it uses are defined elsewhere, or it is the
 body of a function) says so with ``<!-- readme-test: fragment -->`` on the line before its fence, and is only
@@ -36,20 +38,25 @@ from aiohttp.test_utils import TestClient, TestServer
 import health_async as ha
 from health_async.testing import FakeHealthServer
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+#: The files whose blocks run: the README, then every page of the user guide (mkdocs' ``docs_dir``).
+SOURCES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 FRAGMENT = "<!-- readme-test: fragment -->"
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
-#: The key of the README's encryption example: the fake server shares it, so that example runs as written.
+#: The key of the encryption examples (docs/topics/encryption.md): the fake server shares it, so they run as written.
 README_KEY, README_KEY_ID = "16-byte-secret!!", "client-key-1"
-#: The names the README says its shorter examples assume (see the paragraph after the Quickstart).
+#: The names the docs say their shorter examples assume (docs/index.md, "How the examples read").
 ASSUMED = frozenset({"ha", "datetime", "client", "oid", "document_id", "doc_id", "paths"})
 
 
-def blocks() -> list[tuple[int, str, bool]]:
-    """(line of the fence, source, is a fragment) of every python block, indented ones (in a list) included."""
-    lines = README.read_text(encoding="utf-8").splitlines()
-    out: list[tuple[int, str, bool]] = []
+def blocks(path: Path) -> list[tuple[str, str, bool]]:
+    """(``file:line`` of the fence, source, is a fragment) of every python block of ``path``, indented ones (in a
+    list) included."""
+    name = path.relative_to(ROOT).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out: list[tuple[str, str, bool]] = []
     index = 0
     while index < len(lines):
         fence = re.fullmatch(r"( *)```python", lines[index])
@@ -63,22 +70,23 @@ def blocks() -> list[tuple[int, str, bool]]:
             body.append(lines[index][indent:])
             index += 1
         fragment = start > 0 and lines[start - 1].strip() == FRAGMENT
-        out.append((start + 1, "\n".join(body) + "\n", fragment))
+        out.append((f"{name}:{start + 1}", "\n".join(body) + "\n", fragment))
         index += 1
     return out
 
 
-BLOCKS = blocks()
-FRAGMENTS = [(line, source) for line, source, fragment in BLOCKS if fragment]
-RUNNABLE = [(line, source) for line, source, fragment in BLOCKS if not fragment]
+README_BLOCKS = blocks(README)
+BLOCKS = README_BLOCKS + [block for path in SOURCES[1:] for block in blocks(path)]
+FRAGMENTS = [(where, source) for where, source, fragment in BLOCKS if fragment]
+RUNNABLE = [(where, source) for where, source, fragment in BLOCKS if not fragment]
 
 
-def _compile(source: str, line: int) -> Any:
-    return compile(source, f"README.md:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+def _compile(source: str, where: str) -> Any:
+    return compile(source, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
 def _undefined_names(source: str) -> set[str]:
-    """Names a block reads but neither defines (in any of its scopes) nor gets from the README's assumptions."""
+    """Names a block reads but neither defines (in any of its scopes) nor gets from the docs' assumptions."""
     tree = ast.parse(source)
     read: set[str] = set()
     bound: set[str] = set(ASSUMED) | set(dir(builtins))
@@ -97,22 +105,23 @@ def _undefined_names(source: str) -> set[str]:
 
 
 def test_the_readme_has_blocks_and_most_run() -> None:
+    assert any(not fragment for _, _, fragment in README_BLOCKS), "the README's quickstarts no longer run"
     assert len(BLOCKS) > 20
     assert len(RUNNABLE) >= len(BLOCKS) // 2, f"only {len(RUNNABLE)} of {len(BLOCKS)} blocks run"
 
 
-@pytest.mark.parametrize(("line", "source"), FRAGMENTS, ids=[f"README.md:{line}" for line, _ in FRAGMENTS])
-def test_a_fragment_compiles_and_is_one(line: int, source: str) -> None:
+@pytest.mark.parametrize(("where", "source"), FRAGMENTS, ids=[where for where, _ in FRAGMENTS])
+def test_a_fragment_compiles_and_is_one(where: str, source: str) -> None:
     try:
-        _compile(source, line)
+        _compile(source, where)
     except SyntaxError:  # the body of a function (``return`` at its top): compiled as one
-        _compile("async def _fragment():\n" + "".join(f"    {ln}\n" for ln in source.splitlines()), line)
+        _compile("async def _fragment():\n" + "".join(f"    {ln}\n" for ln in source.splitlines()), where)
         return
     assert _undefined_names(source), "this block defines everything it uses: run it, drop its fragment marker"
 
 
-@pytest.mark.parametrize(("line", "source"), RUNNABLE, ids=[f"README.md:{line}" for line, _ in RUNNABLE])
-def test_a_runnable_block_defines_what_it_uses(line: int, source: str) -> None:
+@pytest.mark.parametrize(("where", "source"), RUNNABLE, ids=[where for where, _ in RUNNABLE])
+def test_a_runnable_block_defines_what_it_uses(where: str, source: str) -> None:
     undefined = _undefined_names(source)
     assert not undefined, f"uses {sorted(undefined)}: define them in the block, or mark it as a fragment"
 
@@ -168,7 +177,7 @@ async def _serve_app(app: web.Application, server: FakeHealthServer) -> None:
     assert asked, "the app has no GET route to ask"
 
 
-async def _run_tests_with_pytest(source: str, line: int, workdir: Path) -> None:
+async def _run_tests_with_pytest(source: str, where: str, workdir: Path) -> None:
     """A block of tests runs as the user's test module: pytest in a subprocess, warnings as errors, the fixtures
     from the package's own plugin (entry point), pytest-asyncio in its default mode."""
     module = workdir / "test_readme_block.py"
@@ -193,14 +202,14 @@ async def _run_tests_with_pytest(source: str, line: int, workdir: Path) -> None:
     output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
     text = output.decode(errors="replace")
     count = len(re.findall(r"^(?:async )?def test_", source, re.MULTILINE))
-    assert process.returncode == 0, f"README.md:{line}\n{text}"
+    assert process.returncode == 0, f"{where}\n{text}"
     assert f"{count} passed" in text, text
 
 
 @pytest.mark.filterwarnings("error")
-@pytest.mark.parametrize(("line", "source"), RUNNABLE, ids=[f"README.md:{line}" for line, _ in RUNNABLE])
+@pytest.mark.parametrize(("where", "source"), RUNNABLE, ids=[where for where, _ in RUNNABLE])
 async def test_a_block_runs_against_the_fake_server(
-    server: FakeHealthServer, workdir: Path, line: int, source: str
+    server: FakeHealthServer, workdir: Path, where: str, source: str
 ) -> None:
     user = server.data.user_ids[0]
     with warnings.catch_warnings():
@@ -216,12 +225,12 @@ async def test_a_block_runs_against_the_fake_server(
                 "doc_id": server.data.document_ids(user)[1],
                 "paths": ["a.pdf", "b.pdf"],
             }
-            code = _compile(source, line)
+            code = _compile(source, where)
             if "asyncio.run(" in source:  # a program: runs its own loop, in a thread of its own
                 await asyncio.to_thread(exec, code, namespace)
                 result = None
             else:
-                result = eval(code, namespace)  # the README's own code
+                result = eval(code, namespace)  # the docs' own code
             if inspect.iscoroutine(result):
                 await result
             main = namespace.get("main")
@@ -231,6 +240,6 @@ async def test_a_block_runs_against_the_fake_server(
             if isinstance(app, web.Application):
                 await _serve_app(app, server)
             if any(name.startswith("test_") and inspect.iscoroutinefunction(f) for name, f in namespace.items()):
-                await _run_tests_with_pytest(source, line, workdir)
+                await _run_tests_with_pytest(source, where, workdir)
             del namespace, result, main, app
         gc.collect()  # an unclosed session, connector or file warns here, as an error
