@@ -8,27 +8,18 @@ Start with :class:`HealthClient`; errors are in :mod:`health_async.errors`, mode
 Layout (one concern, one place; private ``_modules`` are machinery, public ones are what users import)::
 
     health_async/
-      __init__.py  errors.py  jwe.py  abdm_crypto.py  webhooks.py  cli.py   the public surface
+      __init__.py  errors.py  jwe.py  abdm_crypto.py  cli.py          the public surface
       _client.py  _session.py  _auth.py  _retry.py  _limits.py  the transport: one request chokepoint
-      _routes.py                     every path the client calls, in one place
-      _wire.py                       wire declarations -> parsing: every tolerant rule, once per type
-      _plain.py                      models -> plain data for output (CLI, ingest)
-      _checks.py                     argument types, checked from each public method's annotations
-      _aadhaar.py  _mobile.py  _abha_input.py   input rules, checked before anything is sent
-      _seal.py                       sealed blobs (a flow's state in a cookie): AES-GCM, expiry
-      models/      one module per domain: the attrs models, each field's wire name declared beside it
-      resources/   one module per domain: its calls and their paths; a guided flow is a state machine beside
-                   its resource (_abha_flow.py)
-      _cli/        the command line, one module per domain
+      _routes.py  _wire.py  _plain.py  _checks.py  ...             one room per concern
+      models/  resources/  testing/  _cli/   one package per domain in each: records, patients, abha, abdm,
+                                             webhooks (the same names in every layer)
+      webhooks/    verify, parse and receive webhooks (aiohttp and ASGI)
       ingest/      resumable ingestion: journal, input, engines (Ray's in _ray.py, imported only when asked for)
-      testing/     the fake service, written from the vendor's files: it imports none of the client's routes,
-                   models or parsing
 
-Judgement call: the package is split by layer, with the wire rules beside their models, rather than by domain.
-The domains share their models (an upload's result carries a processing result; ABDM's care contexts, consents
-and profiles will meet in one webhook), and a layer split keeps each import one way: ``resources`` import
-``models``, ``models`` import ``_wire``, and nothing imports back (``.ci/check_imports.py`` fails CI on any import
-circle, including one dodged by an import inside a function). A new field touches its model's module and a test.
+Layers only point down: the order is declared once (``LAYERS`` in ``.ci/check_imports.py``) and CI checks every
+import against it, those inside functions and under ``TYPE_CHECKING`` included; a domain's package is found under
+the same name in every layer. ``ARCHITECTURE.md`` (at the repository's root) tells the rest: every package in a
+line, the path of one call and of one webhook, and a checklist for adding an endpoint.
 """
 
 from ._auth import ClientCredentials, TokenProvider

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -12,10 +12,6 @@ from .._wire import WireEnum, epoch_datetime, structure
 from ..errors import InvalidRequest, WebhookSignatureError
 from ..models.abdm._events import EVENT_PAYLOADS, AbdmPayload
 from ..models.abdm._hospital import HealthDataRequest, LinkResult
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["EventKind", "ParsingStatus", "WebhookEvent", "parse_event"]
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import Final, TypeAlias
 
 import attrs
 from aiohttp import web
 
 from .._logging import logger
 from ..errors import WebhookSignatureError
-
-if TYPE_CHECKING:
-    pass
 from ._events import EventKind, WebhookEvent
 from ._seen import SeenStore
 from ._signature import SIGNATURE_HEADER, _verify

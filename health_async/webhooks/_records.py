@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from ..errors import InvalidRequest
-
-if TYPE_CHECKING:
-    pass
 from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _accept, _Answer, _from_aiohttp, _run, _to_aiohttp
 from ._seen import InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets

@@ -5,13 +5,9 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from ..errors import InvalidRequest
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["DEFAULT_MAX_SEEN", "InMemorySeenStore", "SeenStore"]
 

@@ -6,14 +6,11 @@ import hashlib
 import hmac
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from .. import _json
 from .._config import finite
 from ..errors import InvalidRequest, WebhookSignatureError
-
-if TYPE_CHECKING:
-    pass
 from ._events import WebhookEvent, _datetime, _event
 
 __all__ = ["DEFAULT_TOLERANCE", "SIGNATURE_HEADER", "WebhookSecret", "compute_signature", "verify"]

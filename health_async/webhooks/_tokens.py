@@ -5,14 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ..errors import InvalidRequest
 from ..models.abdm._events import ProfileShare
-
-if TYPE_CHECKING:
-    pass
-
 
 __all__ = ["IST", "TokenCounter"]
 

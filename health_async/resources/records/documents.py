@@ -35,7 +35,7 @@ from .._base import Resource
 from . import _presigned
 from ._polling import DEFAULT_WAIT_TIMEOUT, PollPolicy, check_timeout, poll_until_final, wait_stage
 
-__all__ = ["KNOWN_TASKS", "Documents"]
+__all__ = ["KNOWN_TASKS", "Documents", "task_params"]
 
 #: Upload tasks the live service knows: smart report parsing ("SRP"), PII extraction, classification.
 KNOWN_TASKS = frozenset({"smart", "pii", "classification"})
