@@ -62,6 +62,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
     ("crypto", ["jwe", "abdm_crypto", "_jwe_stream"]),
     ("models", ["models", "models.*", "_plain"]),
+    # FHIR documents: built, validated and read offline (the resources validate what they push)
+    ("fhir", ["fhir", "fhir.*"]),
     # what a webhook is, and how it is verified and remembered: the resources read events too
     ("webhook events", ["webhooks._events", "webhooks._signature", "webhooks._seen"]),
     ("transport", ["_session", "_auth", "_bulk"]),
