@@ -42,6 +42,7 @@ Judgement calls:
 from ._abdm import DEFAULT_MAX_REQUESTS, AbdmHandler, Bundles, DataFetchCallback, ProfileShareCallback, abdm_handler
 from ._asgi import AbdmAsgiApp, abdm_asgi
 from ._events import EventKind, ParsingStatus, WebhookEvent, parse_event
+from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
 from ._receiving import DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
 from ._seen import DEFAULT_MAX_SEEN, InMemorySeenStore, SeenStore
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_REQUESTS",
     "DEFAULT_MAX_SEEN",
+    "DEFAULT_PAGE_TIMEOUT",
     "DEFAULT_TOLERANCE",
     "IST",
     "SIGNATURE_HEADER",
@@ -60,9 +62,11 @@ __all__ = [
     "Bundles",
     "DataFetchCallback",
     "EventKind",
+    "IncompletePush",
     "InMemorySeenStore",
     "ParsingStatus",
     "ProfileShareCallback",
+    "PushPages",
     "SeenStore",
     "TokenCounter",
     "WebhookEvent",

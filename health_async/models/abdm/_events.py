@@ -386,6 +386,11 @@ class HiuDataPush:
     hip_id: str | None = None
     oid: str | None = None
     partner_patient_id: str | None = None
+    #: This page's number (from 1) when the push comes in several pages, as a HIP's on-fetch sends it
+    #: (``page_number``); ``None`` when not sent. :class:`~health_async.webhooks.PushPages` puts them together.
+    page_number: int | None = None
+    #: How many pages the push has (``page_count``); ``None`` when not sent.
+    page_count: int | None = None
 
 
 # ----------------------------------------------------------------------------- subscriptions
