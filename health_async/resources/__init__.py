@@ -3,6 +3,7 @@
 
 from .abdm._consent_pin import ConsentPinReset
 from .abdm._discover_flow import DiscoverAndLink
+from .abdm._guard import PUSH_WINDOW, ConsentBook, ConsentGrant
 from .abdm.abdm import Abdm
 from .abdm.consents import Consents
 from .abha._flows import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
@@ -14,6 +15,7 @@ from .records.documents import Documents
 from .webhooks.subscriptions import WebhookSubscriptions
 
 __all__ = [
+    "PUSH_WINDOW",
     "AadhaarRegistration",
     "Abdm",
     "Abha",
@@ -22,6 +24,8 @@ __all__ = [
     "AbhaSession",
     "Cases",
     "ConsentPinReset",
+    "ConsentBook",
+    "ConsentGrant",
     "Consents",
     "DiscoverAndLink",
     "Documents",

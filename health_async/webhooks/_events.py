@@ -146,7 +146,8 @@ class WebhookEvent:
         ``client.abdm.push_health_data(request, bundles)`` (the event's ``transaction_id`` stands in when the
         data's is empty)."""
         self._expect(EventKind.HIP_DATA_FETCH)
-        return HealthDataRequest.from_event(self.data, transaction_id=self.transaction_id)
+        requested_at = self.event_time or self.timestamp or self.signed_at
+        return HealthDataRequest.from_event(self.data, transaction_id=self.transaction_id, requested_at=requested_at)
 
     def _expect(self, kind: EventKind) -> None:
         if self.kind is not kind:

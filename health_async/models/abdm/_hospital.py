@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ..._wire import WireEnum, iso_instant, structure, wire
+from ..._wire import WireEnum, iso_instant, local, structure, wire
 from ..records._cases import HiType
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "LinkStatus",
     "LinkedCareContext",
     "PushResult",
+    "RefusedCareContext",
 ]
 
 
@@ -124,15 +125,40 @@ class HealthDataRequest:
     oid: str | None = None
     partner_patient_id: str | None = None
     hip_id: str | None = None
+    #: The consent the request is made under, when the request names it (the vendor's example does not; ABDM's own
+    #: request does: wire ``consent_id``, else ``consent.id``). Checked against a
+    #: :class:`~health_async.resources.ConsentBook` before anything is pushed.
+    consent_id: str | None = wire("consent_id", "consent.id", default=None)
+    #: The first instant of the records asked for (ISO 8601 as sent), when the request says (wire
+    #: ``date_range.from``, ABDM's own name; the vendor's example has none).
+    date_from: str | None = wire("date_range.from", default=None)
+    #: The last instant of the records asked for (wire ``date_range.to``).
+    date_to: str | None = wire("date_range.to", default=None)
+    #: When the request was made: the webhook's event time (else its timestamp, else its signature's time); ``None``
+    #: when built without an event. ABDM gives a hospital 20 minutes from the request to push.
+    requested_at: dt.datetime | None = local(default=None)
+
+    @property
+    def starts_at(self) -> dt.datetime | None:
+        """:attr:`date_from` as an aware datetime, or ``None`` when absent or not ISO 8601."""
+        return iso_instant(self.date_from)
+
+    @property
+    def ends_at(self) -> dt.datetime | None:
+        """:attr:`date_to` as an aware datetime, or ``None`` when absent or not ISO 8601."""
+        return iso_instant(self.date_to)
 
     @classmethod
-    def from_event(cls, data: Any, *, transaction_id: str | None = None) -> HealthDataRequest:
+    def from_event(
+        cls, data: Any, *, transaction_id: str | None = None, requested_at: dt.datetime | None = None
+    ) -> HealthDataRequest:
         """The request in the ``data`` of an ``abha.hip_data_fetch`` webhook; the event's own ``transaction_id``
-        stands in when ``data.transaction_id`` is empty (the vendor's example leaves it so).
-        :class:`~health_async.errors.ResponseValidationError` when ``data`` is not one."""
+        stands in when ``data.transaction_id`` is empty (the vendor's example leaves it so), and ``requested_at``
+        is the event's time. :class:`~health_async.errors.ResponseValidationError` when ``data`` is not one."""
         if isinstance(data, dict) and not data.get("transaction_id") and transaction_id:
             data = {**data, "transaction_id": transaction_id}
-        return structure(data, cls)
+        request = structure(data, cls)
+        return request if requested_at is None else attrs.evolve(request, requested_at=requested_at)
 
 
 @attrs.frozen
@@ -161,3 +187,14 @@ class PushResult:
     pushed: tuple[str, ...]
     #: Care contexts asked for that ``bundles`` did not hold (nothing was sent for them).
     missing: tuple[str, ...] = ()
+    #: Care contexts whose bundle was held but not pushed, and why (the push's guard: ABDM's time window, the
+    #: consent, the record type).
+    refused: tuple[RefusedCareContext, ...] = ()
+
+
+@attrs.frozen
+class RefusedCareContext:
+    """A care context a push did not send, and why (a rule, never data)."""
+
+    care_context_id: str
+    reason: str

@@ -30,10 +30,17 @@ from ..._session import json_body
 from ..._wire import structure_many
 from ...abdm_crypto import KeyMaterial, checksum
 from ...errors import InvalidArgumentType, InvalidRequest
-from ...models.abdm._hospital import CareContext, HealthDataRequest, LinkedCareContext, PushResult
+from ...models.abdm._hospital import (
+    CareContext,
+    HealthDataRequest,
+    LinkedCareContext,
+    PushResult,
+    RefusedCareContext,
+)
 from ...models.records._cases import HiType
 from ._base import AbdmBase
 from ._discover import DiscoverMixin
+from ._guard import ConsentBook, refusals
 from ._hiu import HiuMixin
 from ._requests import RequestsMixin
 from .consents import Consents, aware_datetime
@@ -48,6 +55,11 @@ _HI_TYPES: Final = frozenset(t.value for t in HiType)
 #: How long our one-page key material is said to be valid (the HIU decrypts at once; ABDM sets no rule).
 _KEY_LIFE: Final = dt.timedelta(hours=24)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _decoded(bundle: object, raw: bytes) -> dict[str, Any]:
+    """The bundle as a dict: as given, or its JSON (checked to be an object by :func:`bundle_bytes`)."""
+    return bundle if isinstance(bundle, dict) else _json.loads(raw)
 
 
 def bundle_bytes(name: str, bundle: object) -> bytes:
@@ -214,6 +226,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
         request: HealthDataRequest,
         bundles: Mapping[str, dict[str, Any] | bytes | str],
         *,
+        consents: ConsentBook | None = None,
         now: dt.datetime | None = None,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
@@ -232,6 +245,14 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
 
         Each page is sent once (a repeat would deliver a bundle twice): a page whose outcome is unknown raises
         :class:`~health_async.errors.OutcomeUnknown` and the pages after it are not sent.
+
+        Before anything is sent, the push is guarded (:mod:`health_async.resources.abdm._guard`): nothing is pushed
+        for a request older than ABDM's 20-minute window (:attr:`~health_async.models.HealthDataRequest.requested_at`,
+        the webhook's time); with ``consents`` (a :class:`~health_async.resources.ConsentBook`), nothing for a
+        request whose consent is not known to be granted, is revoked, denied or expired, or does not cover the
+        requested types or dates; and nothing for a bundle whose record type (its NRCeS profile) is not among the
+        requested ``hi_types``. What is refused is not sent and :attr:`~health_async.models.PushResult.refused`
+        says why, per care context; the rest is pushed.
         """
         if now is not None:
             aware_datetime(now, "now")  # a naive time cannot be compared with the key's expiry, nor sent as one
@@ -247,8 +268,12 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
         moment = dt.datetime.now(dt.UTC) if now is None else now
         if expires is not None and expires <= moment:
             raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
+        if consents is not None and not isinstance(consents, ConsentBook):
+            raise InvalidArgumentType("consents must be a ConsentBook")
         plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundles[cid]) for cid in asked if cid in bundles}
-        order = list(plain)  # the request's order: plain was filled in it
+        decoded = {cid: _decoded(bundles[cid], raw) for cid, raw in plain.items()}
+        refused = refusals(request, decoded, consents=consents, now=moment)
+        order = [cid for cid in plain if cid not in refused]  # the request's order: plain was filled in it
         for page, cid in enumerate(order, start=1):
             material = KeyMaterial.generate()  # fresh for every page: no IV ever serves twice
             content = material.encrypt(plain[cid], peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)
@@ -283,4 +308,5 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
             transaction_id=request.transaction_id,
             pushed=tuple(order),
             missing=tuple(cid for cid in asked if cid not in plain),
+            refused=tuple(RefusedCareContext(cid, reason) for cid, reason in refused.items()),
         )
