@@ -3,8 +3,12 @@ text. Used by the guided flows' ``to_state(seal=key)`` / ``resume(state, seal=ke
 
 Format (judgement call; versioned by its first byte), URL-safe base64 without padding of::
 
-    version (1 byte, 1) | nonce (12 bytes) | AES-GCM( issued_at (8 bytes, big-endian seconds)
-                                                      | expires_at (8 bytes) | payload )
+    version (1 byte, 2) | nonce (12 bytes) | AES-GCM( issued_at (8 bytes) | expires_at (8 bytes) | payload )
+
+The times are IEEE 754 doubles, big-endian seconds since the epoch, exactly the clock's ``now`` and
+``now + max_age``: the expiry is exact to the sub-second (``max_age=1.5`` opens until 1.5 s later, not 1 s).
+Version 1 wrote whole seconds (``int``, rounded down) and is still opened (judgement call: a state sealed by the
+previous release, in a cookie during an upgrade, keeps working; its rounded-down expiry is only earlier).
 
 AES-GCM (``cryptography``'s AEAD) with a random 96-bit nonce, a 128/192/256-bit key, and associated data naming
 the purpose and the version byte: a blob sealed for something else, or edited anywhere (version, nonce,
@@ -30,9 +34,11 @@ from .errors import FlowStateExpired, FlowStateInvalid, InvalidArgumentType, Inv
 
 __all__ = ["open_sealed", "seal"]
 
-VERSION: Final = 1
+VERSION: Final = 2
 _NONCE: Final = 12
-_TIMES: Final = struct.Struct(">qq")
+_TIMES: Final = struct.Struct(">dd")
+#: The times of each version this module opens: version 1 wrote whole seconds.
+_TIMES_OF: Final = {1: struct.Struct(">qq"), VERSION: _TIMES}
 _KEY_SIZES: Final = (16, 24, 32)
 
 
@@ -50,11 +56,11 @@ def seal(payload: bytes, key: bytes, *, purpose: bytes, now: float, max_age: flo
     aead = _aead(key)
     if not isinstance(max_age, int | float) or isinstance(max_age, bool) or not 0 < max_age < 10**9:
         raise InvalidRequest("max_age must be a number of seconds > 0")
-    if not _is_seconds(now) or not math.isfinite(now) or not -(2**62) < now + max_age < 2**62:
+    if not _is_seconds(now) or not _finite(now) or not -(2**62) < now + max_age < 2**62:
         raise InvalidRequest("the flow's clock must give finite seconds")
     head = bytes((VERSION,))
     nonce = os.urandom(_NONCE)
-    plain = _TIMES.pack(int(now), int(now + max_age)) + payload
+    plain = _TIMES.pack(float(now), float(now) + float(max_age)) + payload
     sealed = head + nonce + aead.encrypt(nonce, plain, head + purpose)
     return pybase64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
 
@@ -78,7 +84,8 @@ def open_sealed(token: str, key: bytes, *, purpose: bytes, now: float) -> bytes:
         # one blob, one spelling: '=' padding or other unused low bits of the last character are a changed token
         raise FlowStateInvalid("the sealed state is not one this library made (not its own spelling)")
     head, nonce, body = raw[:1], raw[1 : 1 + _NONCE], raw[1 + _NONCE :]
-    if head != bytes((VERSION,)) or len(nonce) != _NONCE:
+    times = _TIMES_OF.get(head[0]) if head else None
+    if times is None or len(nonce) != _NONCE:
         raise FlowStateInvalid("the sealed state is not one this library made (unknown version)")
     try:
         plain = aead.decrypt(nonce, body, head + purpose)
@@ -86,15 +93,25 @@ def open_sealed(token: str, key: bytes, *, purpose: bytes, now: float) -> bytes:
         raise FlowStateInvalid(
             "the sealed state does not open with this key: changed, truncated, or sealed with another key"
         ) from None
-    _, expires_at = _TIMES.unpack_from(plain)
+    if len(plain) < times.size:  # pragma: no cover - only a blob sealed with our key and purpose gets here
+        raise FlowStateInvalid("the sealed state is not one this library made (too short)")
+    _, expires_at = times.unpack_from(plain)
     if not _is_seconds(now):
         raise InvalidRequest("the flow's clock must give finite seconds")
-    if not now < expires_at:  # so a clock giving NaN fails closed
+    if not _finite(now):
+        # nan, inf or -inf: no time at all, so not one before the expiry (-inf would compare below every expiry)
+        raise FlowStateExpired("the flow's clock gave no finite time: the sealed state is refused as expired")
+    if not now < expires_at:
         raise FlowStateExpired("the sealed state has expired: start the flow again")
-    return plain[_TIMES.size :]
+    return plain[times.size :]
 
 
 def _is_seconds(value: object) -> bool:
-    """A clock's reading is a number (a bool, a str or ``None`` is a broken clock). ``nan`` and the infinities
-    pass here: opening then fails closed at the expiry check, sealing refuses them."""
+    """A clock's reading is a number (a bool, a str or ``None`` is a broken clock: ``InvalidRequest``)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _finite(value: int | float) -> bool:
+    """Finite seconds: ``nan`` and the infinities are not (sealing refuses them, opening fails closed). An int
+    is, however large (``math.isfinite`` would overflow on one)."""
+    return isinstance(value, int) or math.isfinite(value)

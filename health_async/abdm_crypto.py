@@ -4,7 +4,10 @@ ABDM encrypts the FHIR bundles a hospital (HIP) sends to a requester (HIU) with:
 
 * ECDH on **Curve25519 in short Weierstrass form** (as Java/BouncyCastle uses it): public keys are 65-byte
   uncompressed points ``04 || x || y`` (base64), or the same point in an X.509 ``SubjectPublicKeyInfo`` with the
-  curve's explicit parameters; a private key is the scalar as Java's ``BigInteger.toByteArray()`` (base64);
+  curve's explicit parameters; a private key is the scalar as Java's ``BigInteger.toByteArray()`` (base64). A
+  peer's key is also accepted as a raw 32-byte X25519 key (RFC 7748's ``u``, base64: what X25519 libraries such
+  as ``cryptography`` write; the same key, for the same shared secret); ours are always written in the two ABDM
+  forms;
 * HKDF-SHA256 of the shared secret (the Weierstrass ``x`` of the shared point, 32 bytes big-endian) with the salt
   ``(sender_nonce XOR requester_nonce)[:20]`` and no info, to a 32-byte key;
 * AES-256-GCM with the IV ``(sender_nonce XOR requester_nonce)[-12:]``, no associated data; the ciphertext with its
@@ -35,7 +38,9 @@ about ``2**-124``. The reduction itself is a few modular operations on the scala
 
 GCM must never see one (key, IV) pair twice: a key material and a peer's key material make one pair, so encrypt
 **one** plaintext per pair of nonces (:meth:`KeyMaterial.generate` gives a fresh nonce each time; ABDM's own flow
-sends each key material once). Nothing here logs, and no repr shows a private key.
+sends each key material once). :meth:`KeyMaterial.encrypt` enforces it: a second, different plaintext under the
+same key material to the same AES-GCM key and IV (the same peer key, in any of its encodings, and nonce) is
+refused with :class:`~health_async.errors.InvalidRequest`. Nothing here logs, and no repr shows a private key.
 """
 
 from __future__ import annotations
@@ -70,7 +75,11 @@ _WB: Final = (2 * A**3 - 9 * A) * pow(27, P - 2, P) % P
 _GX: Final = (9 + _SHIFT) % P
 _GY: Final = 0x20AE19A1B8A086B4E01EDD2C7748D14C923D4D7E6D7C61B229E9C5A27ECED3D9
 _NONCE_SIZE: Final = 32
+#: A raw X25519 public key (RFC 7748), as ``cryptography``'s ``public_bytes_raw()`` writes it.
+_RAW_KEY_SIZE: Final = 32
 _HEX_MD5: Final = re.compile(r"[0-9a-fA-F]{32}")
+#: What a line-wrapped base64 may hold besides its alphabet: ASCII whitespace, dropped.
+_NO_WHITESPACE: Final = str.maketrans("", "", " \t\n\r\v\f")
 
 
 def _der(tag: int, value: bytes) -> bytes:
@@ -114,6 +123,12 @@ _X509_PREFIX: Final = _der(0x30, _ALGORITHM + _der(0x03, b"\0" + bytes(65)))[:-6
 
 
 def _b64decode(name: str, value: object) -> bytes:
+    """Standard base64, as the vendor's ``abdm-ecdh`` reads it (Python's ``base64.b64decode``): line-wrapped
+    (MIME: ``\\n`` or ``\\r\\n`` every 76 characters, as Java's ``Base64.getMimeEncoder`` and Python's
+    ``base64.encodebytes`` write) and JSON-escaped (``\\u002B``, ``\\u002F``, ``\\u003D``) forms included; it
+    refuses what that package refuses (wrong padding, non-ASCII text). Judgement call: only ASCII whitespace is
+    dropped; any other character outside the alphabet, and anything after the padding, is refused, where that
+    package silently skips or truncates it: such text is not base64 someone meant to send."""
     if not isinstance(value, str):
         raise InvalidArgumentType(f"{name} must be a base64 str, not {type(value).__name__}")
     text = value
@@ -122,7 +137,14 @@ def _b64decode(name: str, value: object) -> bytes:
     try:
         return pybase64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequest(f"{name} is not base64") from None
+        pass
+    unwrapped = text.translate(_NO_WHITESPACE)  # only when the fast, strict reading failed
+    if unwrapped != text:
+        try:
+            return pybase64.b64decode(unwrapped, validate=True)
+        except (binascii.Error, ValueError):
+            pass
+    raise InvalidRequest(f"{name} is not base64")
 
 
 def _b64(raw: bytes) -> str:
@@ -157,14 +179,17 @@ def _x509_point(raw: bytes) -> bytes:
     if (tag, algorithm_tag, bits_tag) != (0x30, 0x30, 0x03) or not all(c in algorithm for c in curve):
         raise InvalidRequest(
             "the peer's public key must be a 65-byte uncompressed point or an X.509 key of ABDM's curve "
-            "(Curve25519 in Weierstrass form, explicit parameters)"
+            "(Curve25519 in Weierstrass form, explicit parameters), or a raw 32-byte X25519 key"
         )
     return bits[1:]  # after the unused-bits byte
 
 
 def _peer_u(public_key: str) -> bytes:
-    """The Montgomery ``u`` (32 bytes, little-endian, for X25519) of a peer's key: 65-byte point or X.509."""
+    """The Montgomery ``u`` (32 bytes, little-endian, for X25519) of a peer's key: 65-byte point, X.509, or a raw
+    32-byte X25519 key."""
     raw = _b64decode("the peer's public key", public_key)
+    if len(raw) == _RAW_KEY_SIZE:
+        return _raw_u(raw)
     point = raw if len(raw) == 65 else _x509_point(raw)
     if len(point) != 65 or point[0] != 4:
         raise InvalidRequest("the peer's public key must be an uncompressed point (04 || x || y)")
@@ -172,6 +197,21 @@ def _peer_u(public_key: str) -> bytes:
     if x >= P or y >= P or (y * y - (x * x * x + _WA * x + _WB)) % P:
         raise InvalidRequest("the peer's public key is not a point of ABDM's curve")
     return ((x - _SHIFT) % P).to_bytes(32, "little")
+
+
+def _raw_u(raw: bytes) -> bytes:
+    """A raw X25519 public key (RFC 7748: ``u``, 32 bytes little-endian), checked as strictly as a Weierstrass point
+    is: canonical (``u < p``, so the unused top bit is clear) and on the curve itself, not on its twist (a ``u``
+    with no ``v``, whose Weierstrass point would not exist; ``cryptography`` would use it all the same).
+    Judgement call: RFC 7748 lets a receiver mask the top bit and take any ``u``, but no ABDM peer can hold such
+    a key, and the other two encodings refuse it."""
+    u = int.from_bytes(raw, "little")
+    if u >= P:
+        raise InvalidRequest("the peer's raw X25519 public key is not canonical (u must be below 2**255 - 19)")
+    w = (u * u * u + A * u * u + u) % P  # v**2 on the Montgomery curve v**2 = u**3 + A*u**2 + u
+    if w and pow(w, (P - 1) // 2, P) != 1:
+        raise InvalidRequest("the peer's public key is not a point of ABDM's curve (a point of its twist)")
+    return raw
 
 
 def _clamped(scalar: bytes) -> int:
@@ -209,6 +249,8 @@ class KeyMaterial:
     #: 32 random bytes, base64.
     nonce: str
     _key: X25519PrivateKey
+    #: What :meth:`encrypt` sent: SHA-256 of (AES key || IV) -> SHA-256 of the plaintext (see there).
+    _sent: dict[bytes, bytes] = attrs.field(init=False, factory=dict)
 
     def __repr__(self) -> str:
         return f"KeyMaterial(public_key={self.public_key[:12]}..., private_key=<hidden>)"
@@ -253,7 +295,8 @@ class KeyMaterial:
             key=key,
         )
 
-    def _aes(self, peer_public_key: str, peer_nonce: str) -> tuple[AESGCM, bytes]:
+    def _aes(self, peer_public_key: str, peer_nonce: str) -> tuple[AESGCM, bytes, bytes]:
+        """The AES-GCM cipher, the IV, and a name of the (key, IV) pair (a hash: the key itself is kept nowhere)."""
         mine, theirs = _b64decode("nonce", self.nonce), _b64decode("the peer's nonce", peer_nonce)
         if len(mine) != _NONCE_SIZE:  # only a KeyMaterial built or changed by hand (attrs.evolve) gets here
             raise InvalidRequest(f"this key material's nonce must be {_NONCE_SIZE} bytes")
@@ -267,10 +310,21 @@ class KeyMaterial:
             raise InvalidRequest("the peer's public key gives no shared secret (a point of small order)") from None
         shared_x = ((int.from_bytes(shared_u, "little") + _SHIFT) % P).to_bytes(32, "big")
         key = HKDF(algorithm=SHA256(), length=32, salt=mixed[:20], info=b"").derive(shared_x)
-        return AESGCM(key), mixed[-12:]
+        iv = mixed[-12:]
+        return AESGCM(key), iv, hashlib.sha256(key + iv).digest()
 
     def encrypt(self, plaintext: bytes | str, *, peer_public_key: str, peer_nonce: str) -> str:
-        """``plaintext`` (a str is UTF-8) encrypted to the peer, base64: what ABDM's ``encryptedData`` holds."""
+        """``plaintext`` (a str is UTF-8) encrypted to the peer, base64: what ABDM's ``encryptedData`` holds.
+
+        One key material, one message: the AES-GCM key and IV follow from the two keys and the two nonces, so a
+        second plaintext under them would reuse both (which discloses the XOR of the plaintexts and lets the tag
+        be forged). Encrypting a **different** plaintext with this key material to a peer key and nonce it already
+        encrypted to raises :class:`~health_async.errors.InvalidRequest`; use fresh key material
+        (:meth:`generate`) for each message. The same peer key written another way (point, X.509, raw) is the
+        same peer. Judgement call: encrypting the **same** plaintext again is allowed (a retry): it gives the
+        very same ciphertext, so it discloses nothing new. The record is this object's: key material rebuilt
+        with :meth:`from_private_key` and the same nonce starts a new one (keep one object per message).
+        """
         if isinstance(plaintext, str):
             try:
                 plaintext = plaintext.encode("utf-8")
@@ -278,14 +332,21 @@ class KeyMaterial:
                 raise InvalidRequest("plaintext is a str that is not valid UTF-8 text (a lone surrogate)") from None
         if not isinstance(plaintext, bytes | bytearray | memoryview):
             raise InvalidArgumentType(f"plaintext must be bytes or str, not {type(plaintext).__name__}")
-        aes, iv = self._aes(peer_public_key, peer_nonce)
-        return _b64(aes.encrypt(iv, bytes(plaintext), None))
+        data = bytes(plaintext)
+        aes, iv, pair = self._aes(peer_public_key, peer_nonce)
+        digest = hashlib.sha256(data).digest()
+        if self._sent.setdefault(pair, digest) != digest:  # setdefault: one step, also between threads
+            raise InvalidRequest(
+                "this key material already encrypted another plaintext to this peer key and nonce: AES-GCM would "
+                "reuse its key and IV; use fresh key material (KeyMaterial.generate()) for each message"
+            )
+        return _b64(aes.encrypt(iv, data, None))
 
     def decrypt(self, encrypted: str, *, peer_public_key: str, peer_nonce: str) -> bytes:
         """The plaintext of what the peer encrypted to us. :class:`~health_async.errors.EncryptionError` when it
         does not open (another key, a changed byte); the message never shows the data."""
         data = _b64decode("encrypted", encrypted)
-        aes, iv = self._aes(peer_public_key, peer_nonce)
+        aes, iv, _ = self._aes(peer_public_key, peer_nonce)
         try:
             return aes.decrypt(iv, data, None)
         except InvalidTag:

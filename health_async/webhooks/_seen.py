@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
-from ..errors import InvalidRequest
+from ..errors import InvalidArgumentType, InvalidRequest
 
 __all__ = ["DEFAULT_MAX_SEEN", "InMemorySeenStore", "SeenStore"]
 
@@ -70,11 +71,25 @@ class InMemorySeenStore:
         return len(self._expiry)
 
     async def add(self, key: str, expires_at: float) -> bool:
-        """True and remember ``key`` until ``expires_at`` when it is new (or had expired), else False."""
-        self._evict(self._clock())
+        """True and remember ``key`` until ``expires_at`` when it is new (or had expired), else False.
+
+        Raises:
+            InvalidArgumentType: ``key`` is not a str.
+            InvalidRequest: ``expires_at`` is not a finite number of seconds, or the clock gave none (the handler
+                then answers 500 and processes nothing: judgement call, a clock at +infinity would otherwise
+                evict every live entry and let every replay through).
+        """
+        if not isinstance(key, str):
+            raise InvalidArgumentType(f"key must be a str, not {type(key).__name__}")
+        if not _finite(expires_at):
+            raise InvalidRequest("expires_at must be a finite unix time in seconds")
+        now = self._clock()
+        if not _finite(now):
+            raise InvalidRequest("the seen store's clock must give a finite unix time in seconds")
+        self._evict(now)
         if key in self._expiry:
             return False
-        while len(self._expiry) >= self._max:
+        while len(self._expiry) >= self._max and self._heap:
             self._pop()
         self._expiry[key] = expires_at
         heapq.heappush(self._heap, (expires_at, key))
@@ -88,14 +103,27 @@ class InMemorySeenStore:
         self._expiry.pop(key, None)
 
     def _evict(self, now: float) -> None:
+        """Drop every entry expired at ``now``. One heap entry at a time: a stale one (its key discarded, or
+        re-added with another expiry) is only dropped from the heap, never taken for the next live entry, which
+        may expire much later."""
         # an entry is live up to and including expires_at, as verify accepts an age equal to the tolerance
         while self._heap and self._heap[0][0] < now:
-            self._pop()
+            expires_at, key = heapq.heappop(self._heap)
+            if self._expiry.get(key) == expires_at:
+                del self._expiry[key]
 
     def _pop(self) -> None:
-        """Drop the entry closest to expiry (skipping stale heap entries)."""
+        """Drop the live entry closest to expiry (skipping stale heap entries): the eviction when full. A key is
+        only removed through a heap entry holding its current expiry."""
         while self._heap:
             expires_at, key = heapq.heappop(self._heap)
             if self._expiry.get(key) == expires_at:
                 del self._expiry[key]
                 return
+
+
+def _finite(value: object) -> bool:
+    """A finite number of seconds (a bool is not one; an int always is, however large: it compares exactly)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))

@@ -132,6 +132,7 @@ async def test_a_data_request_is_answered_page_by_page_and_opens_with_the_vendor
     pages = server.abdm.pages(request.transaction_id)
     assert [(p["page_number"], p["page_count"]) for p in pages] == [(1, 2), (2, 2)]
     assert len({p["key_information"]["nonce"] for p in pages}) == 2  # a fresh key material per page: no IV reuse
+    assert len({p["key_information"]["dh_public_key"]["key_value"] for p in pages}) == 2  # nor a key reused
     hiu = server.abdm.hiu_key(request.transaction_id)
     for page in pages:  # the other side's own implementation opens every entry
         key = page["key_information"]

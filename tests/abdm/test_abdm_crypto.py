@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 
 import abdm_ecdh
 import attrs
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,3 +182,183 @@ def test_a_str_plaintext_that_is_not_utf8_is_refused() -> None:
     with pytest.raises(InvalidRequest, match="plaintext") as info:
         abdm_crypto.encrypt("ok \ud800", hip, requester_public_key=hiu.public_key, requester_nonce=hiu.nonce)
     assert not isinstance(info.value, UnicodeError) and "\ud800" not in str(info.value)
+
+
+# ------------------------------------------------------------------ line-wrapped (MIME) base64, as the vendor reads it
+
+
+def _wrapped(b64: str, newline: str = "\n") -> str:
+    """``b64`` as MIME writes it (``base64.encodebytes``: a line break every 76 characters and at the end)."""
+    return base64.encodebytes(base64.b64decode(b64)).decode().replace("\n", newline)
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_line_wrapped_keys_nonces_and_content_are_read_both_ways(newline: str) -> None:
+    ours, theirs = KeyMaterial.generate(), abdm_ecdh.generate_key_material()
+    assert "\n" in _wrapped(ours.x509_public_key, newline).rstrip()  # wrapped inside, not only at the end
+    # they send to us, everything line-wrapped: their content, their nonce, their key in all its forms
+    sent = abdm_ecdh.encrypt(BUNDLE * 20, theirs.nonce, ours.nonce, theirs.private_key, ours.public_key)
+    content = _wrapped(sent.encrypted_data, newline)
+    assert len(content.splitlines()) > 2
+    for public in (theirs.public_key, theirs.x509_public_key):
+        got = ours.decrypt(
+            content, peer_public_key=_wrapped(public, newline), peer_nonce=_wrapped(theirs.nonce, newline)
+        )
+        assert got == (BUNDLE * 20).encode()
+    # a kept private key and nonce, wrapped, load as the same key material
+    again = KeyMaterial.from_private_key(_wrapped(ours.private_key, newline), _wrapped(ours.nonce, newline))
+    assert (again.public_key, again.nonce) == (ours.public_key, ours.nonce)
+    # we send to them, and they read our values wrapped the same way (their package drops the line breaks)
+    mine = ours.encrypt(BUNDLE * 20, peer_public_key=theirs.x509_public_key, peer_nonce=theirs.nonce)
+    opened = abdm_ecdh.decrypt(
+        _wrapped(mine, newline),
+        _wrapped(ours.nonce, newline),
+        _wrapped(theirs.nonce, newline),
+        _wrapped(theirs.private_key, newline),
+        _wrapped(ours.x509_public_key, newline),
+    )
+    assert opened.decrypted_data == BUNDLE * 20
+
+
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=_ALPHABET + "=\n\r \t*-_.é\x00", max_size=40))
+def test_base64_we_accept_is_read_as_the_vendor_reads_it_and_what_it_refuses_we_refuse(text: str) -> None:
+    try:
+        theirs: bytes | None = base64.b64decode(text)  # what abdm-ecdh does with every base64 input
+    except ValueError:  # binascii.Error is a ValueError
+        theirs = None
+    try:
+        ours: bytes | None = abdm_crypto._b64decode("value", text)
+    except InvalidRequest:
+        ours = None
+    if ours is not None:
+        assert ours == theirs  # never another reading of the same text
+    if theirs is None:
+        assert ours is None  # what the vendor refuses, we refuse
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from(["\n", "\r\n"]))
+def test_any_mime_wrapped_value_reads_as_its_bytes(raw: bytes, newline: str) -> None:
+    assert abdm_crypto._b64decode("value", base64.encodebytes(raw).decode().replace("\n", newline)) == raw
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["YWJj\n*ZGVm", "YQ==YQ==", "YQ==\n\nYQ==", "YWJjZA", "YW Jj\u00e9", "YWJj-_8="],
+    ids=["junk", "after padding", "after padding, wrapped", "no padding", "non-ascii", "url-safe"],
+)
+def test_text_that_is_not_wrapped_base64_is_still_refused(text: str) -> None:
+    ours = KeyMaterial.generate()
+    with pytest.raises(InvalidRequest, match="not base64"):
+        ours.decrypt(text, peer_public_key=ours.public_key, peer_nonce=ours.nonce)
+
+
+# ------------------------------------------------------------------------------- a raw 32-byte X25519 public key
+
+
+def _x25519_peer() -> tuple[str, str, str]:
+    """A peer holding a ``cryptography`` X25519 key: its raw public key (base64), its private key as the vendor's
+    package takes it (the clamped scalar as Java BigInteger bytes, base64), and a nonce."""
+    key = X25519PrivateKey.generate()
+    raw_public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    scalar = bytearray(key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()))
+    scalar[0] &= 248
+    scalar[31] = (scalar[31] & 127) | 64
+    d = int.from_bytes(scalar, "little")
+    java = d.to_bytes((d.bit_length() + 8) // 8, "big")
+    nonce = base64.b64encode(os.urandom(32)).decode()
+    return base64.b64encode(raw_public).decode(), base64.b64encode(java).decode(), nonce
+
+
+def test_a_raw_x25519_public_key_is_the_peer_both_ways() -> None:
+    raw_public, their_private, their_nonce = _x25519_peer()
+    assert len(base64.b64decode(raw_public)) == 32
+    ours = KeyMaterial.generate()
+    # they (the vendor's package, with the X25519 key's scalar) send to us; we know them by their raw key
+    sent = abdm_ecdh.encrypt(BUNDLE, their_nonce, ours.nonce, their_private, ours.x509_public_key)
+    got = ours.decrypt(sent.encrypted_data, peer_public_key=raw_public, peer_nonce=their_nonce)
+    assert got == BUNDLE.encode()
+    # we send to their raw key, and they open it
+    mine = ours.encrypt(BUNDLE, peer_public_key=raw_public, peer_nonce=their_nonce)
+    opened = abdm_ecdh.decrypt(mine, ours.nonce, their_nonce, their_private, ours.public_key)
+    assert opened.decrypted_data == BUNDLE
+    # the raw key is the same peer as its ABDM point: the very same ciphertext
+    point = KeyMaterial.from_private_key(their_private).public_key
+    assert ours.encrypt(BUNDLE, peer_public_key=point, peer_nonce=their_nonce) == mine
+    assert ours.encrypt(BUNDLE, peer_public_key=_wrapped(raw_public), peer_nonce=their_nonce) == mine
+
+
+def _raw(u: int) -> str:
+    return base64.b64encode(u.to_bytes(32, "little")).decode()
+
+
+def _twist_u() -> int:
+    u = 2
+    while pow((u**3 + abdm_crypto.A * u * u + u) % abdm_crypto.P, (abdm_crypto.P - 1) // 2, abdm_crypto.P) == 1:
+        u += 1
+    return u
+
+
+@pytest.mark.parametrize(
+    ("u", "rule"),
+    [
+        (abdm_crypto.P, "not canonical"),
+        (2**256 - 1, "not canonical"),
+        (9 + 2**255, "not canonical"),  # the base point with the unused top bit set
+        (_twist_u(), "twist"),
+        (0, "small order"),
+    ],
+    ids=["p", "all ones", "top bit set", "twist", "zero"],
+)
+def test_a_raw_key_that_is_no_point_of_the_curve_is_refused(u: int, rule: str) -> None:
+    ours, theirs = KeyMaterial.generate(), KeyMaterial.generate()
+    with pytest.raises(InvalidRequest, match=rule):
+        ours.encrypt("x", peer_public_key=_raw(u), peer_nonce=theirs.nonce)
+
+
+# ----------------------------------------------------------------------------------- one key material, one message
+
+
+def test_a_second_plaintext_under_the_same_key_and_iv_is_refused(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    hip, hiu = KeyMaterial.generate(), abdm_ecdh.generate_key_material()
+    first = hip.encrypt(BUNDLE, peer_public_key=hiu.public_key, peer_nonce=hiu.nonce)
+    # the same plaintext again (a retry) is allowed: the very same ciphertext, nothing new disclosed
+    assert hip.encrypt(BUNDLE.encode(), peer_public_key=hiu.x509_public_key, peer_nonce=hiu.nonce) == first
+    for public in (hiu.public_key, hiu.x509_public_key, _wrapped(hiu.x509_public_key)):  # any spelling: one peer
+        with pytest.raises(InvalidRequest, match="already encrypted another plaintext") as info:
+            hip.encrypt("Observation: HIV positive", peer_public_key=public, peer_nonce=_wrapped(hiu.nonce))
+        assert "HIV" not in str(info.value) and hip.private_key not in str(info.value)
+    with pytest.raises(InvalidRequest, match="fresh key material"):
+        abdm_crypto.encrypt("other", hip, requester_public_key=hiu.public_key, requester_nonce=hiu.nonce)
+    assert "HIV" not in caplog.text
+    # the first message still opens, and was the only one sent under that key and IV
+    opened = abdm_ecdh.decrypt(first, hip.nonce, hiu.nonce, hiu.private_key, hip.public_key)
+    assert opened.decrypted_data == BUNDLE
+    # another peer nonce or another peer is another key and IV: allowed
+    other = abdm_ecdh.generate_key_material()
+    hip.encrypt("other", peer_public_key=hiu.public_key, peer_nonce=other.nonce)
+    hip.encrypt("other", peer_public_key=other.public_key, peer_nonce=hiu.nonce)
+    # decrypting is never limited
+    assert (
+        hip.decrypt(
+            abdm_ecdh.encrypt("a", hiu.nonce, hip.nonce, hiu.private_key, hip.public_key).encrypted_data,
+            peer_public_key=hiu.public_key,
+            peer_nonce=hiu.nonce,
+        )
+        == b"a"
+    )
+
+
+def test_fresh_key_material_per_message_is_never_refused() -> None:
+    hiu = abdm_ecdh.generate_key_material()
+    for text in ("one", "two", "three"):
+        sender = KeyMaterial.generate()
+        sent = sender.encrypt(text, peer_public_key=hiu.x509_public_key, peer_nonce=hiu.nonce)
+        assert (
+            abdm_ecdh.decrypt(sent, sender.nonce, hiu.nonce, hiu.private_key, sender.public_key).decrypted_data == text
+        )

@@ -13,15 +13,17 @@ import json
 import math
 import os
 import signal
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 import pybase64
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import health_async as ha
-from health_async import cli
+from health_async import _seal, cli
 from health_async import errors as E
 from health_async._cli.abha import register as abha_cli
 from health_async._demo import run_demo
@@ -931,19 +933,56 @@ async def test_the_key_and_the_forms_are_checked_before_anything(client: ha.Heal
         client.abha.resume(cookie, seal=b"short")
 
 
-async def test_a_clock_giving_nan_never_opens_a_sealed_state(client: ha.HealthClient) -> None:
+@pytest.mark.parametrize("reading", [math.nan, math.inf, -math.inf])
+async def test_a_clock_giving_no_finite_time_never_opens_nor_seals_a_state(
+    client: ha.HealthClient, reading: float
+) -> None:
     reg = await client.abha.register_with_mobile(SEAL_MOBILE)
     cookie = reg.to_state(seal=SEAL_KEY)
-    for now in (math.nan, math.inf):
-        odd = Clock()
-        odd.now = now
-        with pytest.raises(FlowStateExpired):
-            client.abha.resume(cookie, seal=SEAL_KEY, clock=odd)
-    nan_clock = Clock()
-    flow = client.abha.resume(cookie, seal=SEAL_KEY, clock=nan_clock)
-    nan_clock.now = math.nan
+    odd = Clock()
+    odd.now = reading
+    with pytest.raises(FlowStateExpired, match="no finite time"):  # -inf is before every expiry: still refused
+        client.abha.resume(cookie, seal=SEAL_KEY, clock=odd)
+    clock = Clock()
+    flow = client.abha.resume(cookie, seal=SEAL_KEY, clock=clock)
+    clock.now = reading
     with pytest.raises(InvalidRequest, match="finite"):
         flow.to_state(seal=SEAL_KEY)
+
+
+async def test_a_fractional_max_age_is_exact_to_the_sub_second(server: FakeHealthServer) -> None:
+    clock = Clock()
+    async with client_for(server) as client:
+        reg = await client.abha.register_with_mobile(SEAL_MOBILE, clock=clock)
+        sealed_at = clock.now
+        cookie = reg.to_state(seal=SEAL_KEY, max_age=1.5)
+        clock.now = sealed_at + 1.4
+        assert client.abha.resume(cookie, seal=SEAL_KEY, clock=clock).next_step is FlowStep.VERIFY_OTP
+        clock.now = sealed_at + 1.6
+        with pytest.raises(FlowStateExpired, match="has expired"):
+            client.abha.resume(cookie, seal=SEAL_KEY, clock=clock)
+        clock.now = sealed_at + 0.5  # and not stretched either: a state sealed at x.5 s with max_age=1
+        half = reg.to_state(seal=SEAL_KEY, max_age=1)
+        clock.now = sealed_at + 1.45
+        client.abha.resume(half, seal=SEAL_KEY, clock=clock)
+        clock.now = sealed_at + 1.55
+        with pytest.raises(FlowStateExpired):
+            client.abha.resume(half, seal=SEAL_KEY, clock=clock)
+
+
+def test_a_state_sealed_by_the_previous_format_still_opens_until_its_whole_second_expiry() -> None:
+    # version 1 (the release before): whole seconds, rounded down; a cookie made then keeps working after an upgrade
+    head, nonce = b"\x01", os.urandom(12)
+    body = AESGCM(SEAL_KEY).encrypt(nonce, struct.pack(">qq", 1000, 1001) + b"payload", head + b"purpose")
+    token = pybase64.urlsafe_b64encode(head + nonce + body).rstrip(b"=").decode()
+    assert _seal.open_sealed(token, SEAL_KEY, purpose=b"purpose", now=1000.9) == b"payload"
+    with pytest.raises(FlowStateExpired):
+        _seal.open_sealed(token, SEAL_KEY, purpose=b"purpose", now=1001.0)
+    for other in (b"\x00", b"\x03"):  # an unknown version never opens, even with the right key
+        body = AESGCM(SEAL_KEY).encrypt(nonce, struct.pack(">dd", 1000, 2000) + b"payload", other + b"purpose")
+        token = pybase64.urlsafe_b64encode(other + nonce + body).rstrip(b"=").decode()
+        with pytest.raises(FlowStateInvalid, match="unknown version"):
+            _seal.open_sealed(token, SEAL_KEY, purpose=b"purpose", now=1000.0)
 
 
 async def _cancelled_in_flight(server: FakeHealthServer, route: str, call: Awaitable[Any]) -> None:

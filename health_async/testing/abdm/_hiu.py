@@ -263,7 +263,11 @@ class FakeHiu(Domain):
         for cid, bundle in plain.items():
             raw = _json.dumps(bundle)
             checksum = hashlib.md5(raw + (b"x" if cid in broken else b""), usedforsecurity=False).hexdigest()
-            content = sender.encrypt(raw, peer_public_key=keyset["public_key"], peer_nonce=keyset["nonce"])
+            # A real HIP puts every entry of a page under the page's one key_information, so they share one AES-GCM
+            # key and IV: KeyMaterial refuses a second message, so each entry is encrypted by the same key material
+            # rebuilt (what this fake must send, not what this library's HIP side does: a page per entry).
+            one_message = KeyMaterial.from_private_key(sender.private_key, sender.nonce)
+            content = one_message.encrypt(raw, peer_public_key=keyset["public_key"], peer_nonce=keyset["nonce"])
             entries.append(
                 {"care_context_id": cid, "checksum": checksum, "content": content, "media": "application/fhir+json"}
             )
