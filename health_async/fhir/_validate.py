@@ -118,7 +118,7 @@ class _Walk:
                 if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in _PRIMITIVES:
                     self.primitive_extension(value, f"{path}.{key}", table[key[1:]][2])
                     continue
-                self.error(f"{path}.{key}", "structure.unknown-element", f"{type_name} has no element {key}")
+                self.error(f"{path}.{key}", "structure.unknown-element", f"not an element of {type_name}")
                 continue
             types, _minimum, many, group = spec
             if group:
