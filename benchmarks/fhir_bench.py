@@ -1,0 +1,115 @@
+"""validate() of a 40-resource OP consultation and a 30-observation lab report, beside the oracle's parse.
+
+One run, one core (pinned): µs per bundle, median of N rounds, for ``health_async.fhir.validate`` (from bytes) and
+for ``fhir.resources`` (R4B models, the tests' oracle) parsing the same bytes; the ratio is validate / parse.
+Target (issue 37): validate at most half the oracle's parse time.
+
+The two bundles are made here from the guide's published examples (``tests/data/fhir/examples``), replicated to
+size: the OP consultation's clinical resources copied (new full URLs, referenced from their sections) up to 40
+entries; the lab report's Observation copied up to 30 results. The examples' base64 PDF attachments are dropped
+(a DocumentReference's ``attachment.data`` -> ``url``) so the figures measure structure, not one 400 KB string.
+
+    python benchmarks/fhir_bench.py [--rounds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import pin
+
+from health_async.fhir import validate
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "fhir" / "examples"
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / name).read_text(encoding="utf-8"))
+    for entry in data["entry"]:
+        res = entry["resource"]
+        for content in res.get("content", ()):
+            content["attachment"].pop("data", None)
+            content["attachment"]["url"] = "https://example.org/report.pdf"
+        for form in res.get("presentedForm", ()):
+            form.pop("data", None)
+            form["url"] = "https://example.org/report.pdf"
+        if res["resourceType"] == "Binary":
+            res["data"] = "SGVsbG8="
+    return data
+
+
+def op_consultation(size: int = 40) -> bytes:
+    data = _load("Bundle-OPConsultNote-example-05.json")
+    comp = data["entry"][0]["resource"]
+    sections = {e["reference"]: s for s in comp["section"] for e in s.get("entry", ())}
+    clinical = [e for e in data["entry"] if e["fullUrl"] in sections]
+    n = 0
+    while len(data["entry"]) < size:
+        src = clinical[n % len(clinical)]
+        new = copy.deepcopy(src)
+        new["fullUrl"] = f"urn:uuid:00000000-0000-4000-8000-{n:012d}"
+        new["resource"]["id"] = f"copy-{n}"
+        data["entry"].append(new)
+        sections[src["fullUrl"]]["entry"].append({"reference": new["fullUrl"]})
+        n += 1
+    return json.dumps(data).encode()
+
+
+def lab_report(observations: int = 30) -> bytes:
+    data = _load("Bundle-DiagnosticReport-Lab-example-03.json")
+    report = next(e["resource"] for e in data["entry"] if e["resource"]["resourceType"] == "DiagnosticReport")
+    obs = [e for e in data["entry"] if e["resource"]["resourceType"] == "Observation"]
+    n = 0
+    while sum(e["resource"]["resourceType"] == "Observation" for e in data["entry"]) < observations:
+        new = copy.deepcopy(obs[n % len(obs)])
+        new["fullUrl"] = f"urn:uuid:00000000-0000-4000-9000-{n:012d}"
+        new["resource"]["id"] = f"obs-{n}"
+        data["entry"].append(new)
+        report["result"].append({"reference": new["fullUrl"]})
+        n += 1
+    return json.dumps(data).encode()
+
+
+def _median_us(fn: Any, arg: bytes, rounds: int, inner: int) -> float:
+    fn(arg)
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn(arg)
+        times.append((time.perf_counter() - t) / inner)
+    return statistics.median(times) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--inner", type=int, default=5)
+    args = parser.parse_args()
+    pin(0)
+    from fhir.resources.R4B.bundle import Bundle
+
+    print(f"{'bundle':<34}{'entries':>8}{'validate µs':>13}{'oracle µs':>11}{'ratio':>7}")
+    for label, raw in (
+        ("OP consultation (40 resources)", op_consultation()),
+        ("lab report (30 observations)", lab_report()),
+    ):
+        report = validate(raw)
+        assert report.ok, report.errors
+        Bundle.model_validate_json(raw)
+        ours = _median_us(validate, raw, args.rounds, args.inner)
+        theirs = _median_us(Bundle.model_validate_json, raw, args.rounds, args.inner)
+        print(f"{label:<34}{len(json.loads(raw)['entry']):>8}{ours:>13.0f}{theirs:>11.0f}{ours / theirs:>7.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+"""``validate(bundle)``: an ABDM document Bundle checked offline against FHIR R4 and the NRCeS guide.
+
+Three layers of checks, each problem naming its rule:
+
+* ``structure.*``: FHIR R4 structure of every resource (tables generated from HL7's definitions, ``_r4.py``):
+  unknown elements, cardinality, required elements, choice types, JSON value types and primitive formats.
+* ``document.*``: FHIR's document rules (Bundle type ``document``, Composition first, identifier, timestamp,
+  unique full URLs, every reference resolved inside the bundle, the Composition's subject a Patient of the bundle).
+* the guide's profile rules (``_rules.py``: Composition type, sections and what they hold, required elements).
+
+Messages carry paths, rules and expected types, never a value of the bundle (health data).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+import attrs
+
+from . import _r4, _rules
+from ._types import NRCES_PROFILE_BASE, RecordType
+
+__all__ = ["Problem", "ValidationReport", "validate"]
+
+Severity = Literal["error", "warning"]
+
+
+@attrs.frozen
+class Problem:
+    """One finding: ``severity`` (``"error"`` or ``"warning"``), ``path`` (FHIRPath-like, e.g.
+    ``Bundle.entry[2].resource.subject``), ``rule`` (e.g. ``structure.required``, ``document.reference-resolved``,
+    ``op-consult.section.Allergies``) and ``message`` (what is expected; never a value of the bundle)."""
+
+    severity: Severity
+    path: str
+    rule: str
+    message: str
+
+
+@attrs.frozen
+class ValidationReport:
+    """What :func:`validate` found: ``ok`` when no problem is an error; ``record_type`` when the Composition says
+    which of the seven profiles it is; ``problems`` in document order."""
+
+    record_type: RecordType | None
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error (warnings allowed)."""
+        return not any(p.severity == "error" for p in self.problems)
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """The problems of severity ``error``."""
+        return tuple(p for p in self.problems if p.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """The problems of severity ``warning``."""
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+
+_ELEMENTS: Final = _r4.ELEMENTS
+_PRIMITIVES: Final = _r4.PRIMITIVES
+_REGEX: Final = {name: re.compile(rx) for name, (kind, rx) in _PRIMITIVES.items() if rx and kind == "string"}
+#: Judgement call: HL7's R4 regex for base64Binary backtracks badly on a large attachment and leaves out "/";
+#: this linear check (the base64 alphabet, whitespace allowed) replaces it.
+_REGEX["base64Binary"] = re.compile(r"[A-Za-z0-9+/=\s]+")
+_GROUPS: Final = {
+    owner: {
+        group: tuple(n for n, spec in table.items() if spec[3] == group) for group in {s[3] for s in table.values()}
+    }
+    for owner, table in _ELEMENTS.items()
+}
+_SNOMED_TO_RECORD: Final = {c.code: c.record_type for c in _rules.COMPOSITION_TYPES if c.code}
+
+
+class _Walk:
+    """One validation run: the problems found and the references seen (for the document rules)."""
+
+    __slots__ = ("problems", "references")
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.references: list[tuple[str, str]] = []
+
+    def error(self, path: str, rule: str, message: str) -> None:
+        self.problems.append(Problem("error", path, rule, message))
+
+    def warning(self, path: str, rule: str, message: str) -> None:
+        self.problems.append(Problem("warning", path, rule, message))
+
+    def resource(self, obj: Any, path: str) -> None:
+        if not isinstance(obj, dict):
+            self.error(path, "structure.type", "expected a resource (a JSON object)")
+            return
+        kind = obj.get("resourceType")
+        if not isinstance(kind, str):
+            self.error(path, "structure.resource-type", "a resource needs resourceType")
+            return
+        if kind not in _r4.RESOURCES:
+            self.warning(path, "structure.unchecked-type", f"resource type {kind} is not described here; not checked")
+            return
+        self.complex(obj, kind, path)
+
+    def complex(self, obj: dict[str, Any], type_name: str, path: str) -> None:
+        table = _ELEMENTS[type_name]
+        groups: set[str] | None = None
+        for key, value in obj.items():
+            spec = table.get(key)
+            if spec is None:
+                if key == "resourceType" and type_name in _r4.RESOURCES:
+                    continue
+                if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in _PRIMITIVES:
+                    self.primitive_extension(value, f"{path}.{key}", table[key[1:]][2])
+                    continue
+                self.error(f"{path}.{key}", "structure.unknown-element", f"not an element of {type_name}")
+                continue
+            types, _minimum, many, group = spec
+            if group:
+                if groups is None:
+                    groups = set()
+                if group in groups:
+                    self.error(f"{path}.{key}", "structure.choice", f"{group}[x] holds more than one type")
+                groups.add(group)
+            child = types[0]
+            if many:
+                if type(value) is not list:
+                    self.error(f"{path}.{key}", "structure.cardinality", f"{key} repeats: expected an array")
+                    continue
+                if not value:
+                    self.error(f"{path}.{key}", "structure.empty", "an array must not be empty")
+                for i, item in enumerate(value):
+                    self.value(item, child, f"{path}.{key}[{i}]")
+            elif type(value) is list:
+                self.error(f"{path}.{key}", "structure.cardinality", f"{key} is 0..1: expected a single value")
+            else:
+                self.value(value, child, f"{path}.{key}")
+        for name in _r4.REQUIRED.get(type_name, ()):
+            if name in obj or f"_{name}" in obj:
+                continue
+            members = _GROUPS[type_name].get(name)
+            if members and any(m in obj for m in members):
+                continue
+            label = f"{name}[x]" if members else name
+            self.error(f"{path}.{label}", "structure.required", f"{type_name}.{label} is required (min 1)")
+        if type_name == "Reference":
+            ref = obj.get("reference")
+            if isinstance(ref, str):
+                self.references.append((path, ref))
+
+    def value(self, value: Any, type_name: str, path: str) -> None:
+        prim = _PRIMITIVES.get(type_name)
+        if prim is not None:
+            self.primitive(value, type_name, prim[0], path)
+        elif type_name == "Resource":
+            self.resource(value, path)
+        elif type(value) is dict:
+            self.complex(value, type_name, path)
+        else:
+            self.error(path, "structure.type", f"expected an object of type {type_name}")
+
+    def primitive(self, value: Any, type_name: str, kind: str, path: str) -> None:
+        tv = type(value)
+        if kind == "string":
+            if tv is not str:
+                self.error(path, "structure.type", f"expected a JSON string ({type_name})")
+                return
+            rx = _REGEX.get(type_name)
+            if rx is not None and rx.fullmatch(value) is None:
+                self.error(path, "structure.format", f"not a valid {type_name}")
+        elif kind == "boolean":
+            if tv is not bool:
+                self.error(path, "structure.type", "expected a JSON boolean")
+        elif kind == "integer":
+            if tv is not int:
+                self.error(path, "structure.type", f"expected a JSON integer ({type_name})")
+            elif (type_name == "positiveInt" and value < 1) or (type_name == "unsignedInt" and value < 0):
+                self.error(path, "structure.format", f"not a valid {type_name}")
+        elif tv is not int and tv is not float:
+            self.error(path, "structure.type", f"expected a JSON number ({type_name})")
+
+    def primitive_extension(self, value: Any, path: str, many: bool) -> None:
+        items = value if many and type(value) is list else [value]
+        for i, item in enumerate(items):
+            if item is None and many:
+                continue
+            if type(item) is not dict:
+                self.error(path if not many else f"{path}[{i}]", "structure.type", "expected an object (Element)")
+            else:
+                self.complex(item, "Element", path if not many else f"{path}[{i}]")
+
+
+def _load(bundle: Any) -> tuple[Any, Problem | None]:
+    if isinstance(bundle, (bytes, bytearray, memoryview)):
+        try:
+            bundle = bytes(bundle).decode("utf-8")
+        except UnicodeDecodeError:
+            return None, Problem("error", "Bundle", "json.invalid", "not UTF-8 JSON text")
+    if isinstance(bundle, str):
+        try:
+            bundle = json.loads(bundle)
+        except ValueError:
+            return None, Problem("error", "Bundle", "json.invalid", "not JSON text")
+    if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
+        return None, Problem("error", "Bundle", "document.bundle", "expected a JSON object with resourceType Bundle")
+    return bundle, None
+
+
+def validate(bundle: dict[str, Any] | str | bytes) -> ValidationReport:
+    """Check an ABDM document Bundle offline: FHIR R4 structure, FHIR's document rules and the NRCeS profile of its
+    Composition. Accepts the parsed JSON (a dict), JSON text or bytes; never raises on any input (what is not
+    JSON is a report with one ``json.invalid`` error).
+
+    Judgement call: a resource type outside the 23 the seven profiles use (e.g. Media, PractitionerRole) is a
+    warning (``structure.unchecked-type``), not an error: FHIR allows it, this validator just has no table for it.
+    Judgement call: terminology is not checked (no value set is bound), except the codes the guide fixes.
+    """
+    try:
+        return _validate(bundle)
+    except Exception:  # the promise is "never raises": a bug here is a report, not a crash
+        return ValidationReport(None, (Problem("error", "Bundle", "internal", "the validator failed on this input"),))
+
+
+def _validate(raw: Any) -> ValidationReport:
+    bundle, problem = _load(raw)
+    if problem is not None:
+        return ValidationReport(None, (problem,))
+    walk = _Walk()
+    walk.complex(bundle, "Bundle", "Bundle")
+    entries = bundle.get("entry") if type(bundle.get("entry")) is list else []
+    resources: list[tuple[int, dict[str, Any]]] = [
+        (i, e["resource"]) for i, e in enumerate(entries) if type(e) is dict and type(e.get("resource")) is dict
+    ]
+    _document_rules(bundle, entries, walk)
+    record_type = _record_type(entries)
+    if record_type is not None:
+        _profile_rules(record_type, entries, resources, walk)
+    return ValidationReport(record_type, tuple(walk.problems))
+
+
+def _targets(entries: list[Any]) -> dict[str, tuple[int, str]]:
+    """Every way an entry may be referenced inside the bundle -> (entry index, resource type)."""
+    out: dict[str, tuple[int, str]] = {}
+    for i, e in enumerate(entries):
+        if type(e) is not dict or type(e.get("resource")) is not dict:
+            continue
+        res = e["resource"]
+        kind = res.get("resourceType")
+        if not isinstance(kind, str):
+            continue
+        url = e.get("fullUrl")
+        if isinstance(url, str):
+            out[url] = (i, kind)
+        if isinstance(res.get("id"), str):
+            out[f"{kind}/{res['id']}"] = (i, kind)
+    return out
+
+
+def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> None:
+    if bundle.get("type") != "document":
+        walk.error("Bundle.type", "document.type", "a document Bundle has type 'document'")
+    ident = bundle.get("identifier")
+    if type(ident) is not dict or not ident.get("value"):
+        walk.error("Bundle.identifier", "document.identifier", "a document Bundle has an identifier with a value")
+    if "timestamp" not in bundle:
+        walk.error("Bundle.timestamp", "document.timestamp", "a document Bundle has a timestamp")
+    if not entries:
+        walk.error("Bundle.entry", "document.composition-first", "a document Bundle starts with a Composition")
+        return
+    first = entries[0].get("resource") if type(entries[0]) is dict else None
+    if type(first) is not dict or first.get("resourceType") != "Composition":
+        walk.error(
+            "Bundle.entry[0].resource", "document.composition-first", "the first entry of a document is its Composition"
+        )
+    seen: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        if type(e) is not dict:
+            continue
+        url = e.get("fullUrl")
+        if not isinstance(url, str):
+            walk.error(f"Bundle.entry[{i}].fullUrl", "document.full-url", "every entry of a document has a fullUrl")
+        elif url in seen:
+            walk.error(
+                f"Bundle.entry[{i}].fullUrl", "document.full-url-unique", f"same fullUrl as Bundle.entry[{seen[url]}]"
+            )
+        else:
+            seen[url] = i
+    targets = _targets(entries)
+    for path, ref in walk.references:
+        if ref.startswith("#") or ref in targets:
+            continue
+        if "/" in ref and "/".join(ref.rsplit("/", 2)[-2:]) in targets and ref.startswith(("http:", "https:")):
+            continue
+        walk.error(f"{path}.reference", "document.reference-resolved", "the reference resolves to no entry")
+    if type(first) is dict and first.get("resourceType") == "Composition":
+        subject = first.get("subject")
+        subject_ref: Any = subject.get("reference") if type(subject) is dict else None
+        ref = subject_ref if isinstance(subject_ref, str) else ""
+        if not ref:
+            walk.error(
+                "Bundle.entry[0].resource.subject",
+                "document.subject",
+                "the Composition's subject is a reference to the bundle's Patient",
+            )
+        elif ref in targets and targets[ref][1] != "Patient":
+            walk.error(
+                "Bundle.entry[0].resource.subject",
+                "document.subject",
+                f"the Composition's subject is a {targets[ref][1]}, expected the bundle's Patient",
+            )
+
+
+def _record_type(entries: list[Any]) -> RecordType | None:
+    first = entries[0].get("resource") if entries and type(entries[0]) is dict else None
+    if type(first) is not dict or first.get("resourceType") != "Composition":
+        return None
+    meta = first.get("meta")
+    for profile in meta.get("profile", ()) if type(meta) is dict and type(meta.get("profile")) is list else ():
+        if isinstance(profile, str) and profile.startswith(NRCES_PROFILE_BASE):
+            try:
+                return RecordType(profile[len(NRCES_PROFILE_BASE) :])
+            except ValueError:
+                pass
+    for code in _codes(first.get("type")):
+        if code in _SNOMED_TO_RECORD:
+            return _SNOMED_TO_RECORD[code]
+    return None
+
+
+def _codes(concept: Any) -> list[str]:
+    if type(concept) is not dict or type(concept.get("coding")) is not list:
+        return []
+    return [c["code"] for c in concept["coding"] if type(c) is dict and isinstance(c.get("code"), str)]
+
+
+def _entry_types(section: dict[str, Any], targets: dict[str, tuple[int, str]]) -> list[tuple[int, str | None]]:
+    out: list[tuple[int, str | None]] = []
+    for j, ref in enumerate(section.get("entry", ()) if type(section.get("entry")) is list else ()):
+        r = ref.get("reference") if type(ref) is dict else None
+        out.append((j, targets[r][1] if isinstance(r, str) and r in targets else None))
+    return out
+
+
+def _profile_rules(
+    record_type: RecordType, entries: list[Any], resources: list[tuple[int, dict[str, Any]]], walk: _Walk
+) -> None:
+    comp: dict[str, Any] = entries[0]["resource"]
+    cpath = "Bundle.entry[0].resource"
+    for ct in _rules.COMPOSITION_TYPES:
+        if ct.record_type is record_type and ct.code is not None and ct.code not in _codes(comp.get("type")):
+            walk.error(f"{cpath}.type", ct.rule, f"the Composition's type is SNOMED CT {ct.code} ({ct.source})")
+    targets = _targets(entries)
+    raw_sections = comp.get("section")
+    sections: list[Any] = raw_sections if type(raw_sections) is list else []
+    single = next((s for s in _rules.SINGLE_SECTION if s.record_type is record_type), None)
+    if single is not None:
+        if len(sections) != 1:
+            walk.error(f"{cpath}.section", single.rule, f"exactly one section ({single.source})")
+        for k, section in enumerate(sections):
+            if type(section) is not dict:
+                continue
+            kinds = _entry_types(section, targets)
+            if not kinds:
+                walk.error(f"{cpath}.section[{k}].entry", single.rule, f"at least one entry ({single.source})")
+            _allowed(kinds, single.allowed, f"{cpath}.section[{k}]", single.rule, single.source, walk)
+    named = [s for s in _rules.SECTION_RULES if s.record_type is record_type]
+    for k, section in enumerate(sections if named else []):
+        if type(section) is not dict:
+            continue
+        codes = _codes(section.get("code"))
+        rule: _rules.SectionRule | None = next(
+            (
+                s
+                for s in named
+                if (s.code is not None and s.code in codes)
+                or (s.title and s.title == section.get("title") and not codes)
+            ),
+            None,
+        )
+        if rule is None:
+            walk.warning(
+                f"{cpath}.section[{k}]",
+                f"{record_type.value}.section",
+                "a section none of the profile's named sections matches (open slicing)",
+            )
+            continue
+        _allowed(_entry_types(section, targets), rule.allowed, f"{cpath}.section[{k}]", rule.rule, rule.source, walk)
+    by_type: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for i, res in resources:
+        by_type.setdefault(str(res.get("resourceType")), []).append((i, res))
+    for er in _rules.ELEMENT_RULES:
+        if er.record_types is not None and record_type not in er.record_types:
+            continue
+        for i, res in by_type.get(er.resource_type, ()):
+            if not any(res.get(name) for name in er.element.split("|")):
+                walk.error(
+                    f"Bundle.entry[{i}].resource.{er.element.split('|')[0]}",
+                    er.rule,
+                    f"{er.resource_type}.{er.element.replace('|', ' or ')} is required ({er.source})",
+                )
+
+
+def _allowed(
+    kinds: list[tuple[int, str | None]],
+    allowed: frozenset[str],
+    path: str,
+    rule: str,
+    source: str,
+    walk: _Walk,
+) -> None:
+    for j, kind in kinds:
+        if kind is not None and kind not in allowed:
+            walk.error(
+                f"{path}.entry[{j}]", rule, f"this section holds {' or '.join(sorted(allowed))}, not {kind} ({source})"
+            )
+
+
+_: Callable[..., ValidationReport] = validate
