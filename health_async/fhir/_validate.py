@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any, Final, Literal
 
 import attrs
@@ -418,6 +417,3 @@ def _allowed(
             walk.error(
                 f"{path}.entry[{j}]", rule, f"this section holds {' or '.join(sorted(allowed))}, not {kind} ({source})"
             )
-
-
-_: Callable[..., ValidationReport] = validate
