@@ -1,0 +1,475 @@
+"""``health_async.fhir.read``: the guide's published examples read by value, the rules a producer's variations rely
+on (references, record types, ABHA ids, values, dosage, attachments, dates), nothing personal in a repr, and
+hypothesis-fuzzed bundles that never make it raise."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from health_async.fhir import (
+    Attachment,
+    FhirRecord,
+    RecordType,
+    read,
+)
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "fhir_read"
+IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
+
+
+def example(name: str) -> bytes:
+    return (DATA / f"Bundle-{name}.json").read_bytes()
+
+
+def bundle(*resources: dict[str, Any], urls: bool = True) -> dict[str, Any]:
+    """A document Bundle of these resources, each entry's fullUrl a urn:uuid (as v6 of the guide writes them)."""
+    entries = []
+    for position, resource in enumerate(resources):
+        entry: dict[str, Any] = {"resource": resource}
+        if urls:
+            entry["fullUrl"] = f"urn:uuid:{position:08d}-0000-0000-0000-000000000000"
+        entries.append(entry)
+    return {"resourceType": "Bundle", "type": "document", "entry": entries}
+
+
+def urn(position: int) -> str:
+    return f"urn:uuid:{position:08d}-0000-0000-0000-000000000000"
+
+
+# --------------------------------------------------------------------------------- the guide's examples, by value
+
+RECORD_TYPES = [
+    ("OPConsultNote-example-05", RecordType.OP_CONSULT, "Consultation Report"),
+    ("Prescription-example-06", RecordType.PRESCRIPTION, "Prescription record"),
+    ("DiagnosticReport-Lab-example-03", RecordType.DIAGNOSTIC_REPORT, "Diagnostic Report- Lab"),
+    ("DischargeSummary-example-04", RecordType.DISCHARGE_SUMMARY, "Discharge Summary"),
+    ("ImmunizationRecord-example-07", RecordType.IMMUNIZATION, "Immunization record"),
+    ("WellnessRecord-example-01", RecordType.WELLNESS, "Wellness Record"),
+    ("HealthDocumentRecord-example-01", RecordType.HEALTH_DOCUMENT, "Health Document"),
+]
+
+
+@pytest.mark.parametrize(("name", "record_type", "title"), RECORD_TYPES)
+def test_every_example_has_its_record_type_title_and_patient(name: str, record_type: RecordType, title: str) -> None:
+    record = read(example(name))
+    assert record.record_type is record_type
+    assert record.title == title
+    assert record.patient is not None
+    assert record.patient.name == "ABC"
+    assert record.patient.birth_date == dt.date(1981, 1, 12)
+    assert record.patient.abha_number == "22-7225-4829-5255"
+    assert record.patient.abha_address is None
+    assert [author.resource_type for author in record.authors] == ["Practitioner"]
+
+
+@pytest.mark.parametrize(("name", "record_type", "title"), RECORD_TYPES)
+def test_the_record_type_comes_from_the_type_code_alone(name: str, record_type: RecordType, title: str) -> None:
+    """Without any profile (a producer that sets none), the SNOMED code, or for wellness the title, still tells."""
+    decoded = json.loads(example(name), strict=False)
+    decoded.pop("meta", None)
+    decoded["entry"][0]["resource"].pop("meta", None)
+    assert read(decoded).record_type is record_type
+
+
+def test_prescription_example_medications_and_binary() -> None:
+    record = read(example("Prescription-example-06"))
+    assert record.date == dt.datetime(2017, 5, 27, 11, 46, 9, tzinfo=IST)
+    assert [(m.resource_type, m.name, m.code, m.dosage, m.status, m.date) for m in record.medications] == [
+        (
+            "MedicationRequest",
+            "Azithromycin (as azithromycin dihydrate) 250 mg oral capsule",
+            "324252006",
+            "One tablet at once",
+            "active",
+            dt.date(2020, 7, 9),
+        ),
+        (
+            "MedicationRequest",
+            "Paracetemol 500mg Oral Tab",
+            None,
+            "Take two tablets orally with or after meal once a day",
+            "active",
+            dt.date(2020, 7, 9),
+        ),
+    ]
+    assert [(c.name, c.code) for c in record.conditions] == [("Abdominal pain", "21522001")]
+    (binary,) = record.attachments
+    assert (binary.source, binary.content_type, binary.title, binary.size) == ("Binary", "application/pdf", None, 48)
+    data = binary.data()
+    assert data is not None and len(data) == 48 and data.startswith(b"%PDF-")
+
+
+def test_lab_example_observations_ranges_and_attachments() -> None:
+    record = read(example("DiagnosticReport-Lab-example-03"))
+    assert [(o.name, o.code, o.value, o.unit, o.low, o.high) for o in record.observations] == [
+        ("Cholesterol [Mass or moles/Vol]", "35200-5", 6.3, "mmol/l", None, 4.5),
+        ("Triglyceride [Mass or moles/Vol]", "35217-9", 1.3, "mmol/l", None, 2.0),
+    ]
+    assert record.facility is not None and record.facility.name == "XYZ Lab Pvt.Ltd."
+    assert record.facility.identifier == "4567878"
+    assert [(a.source, a.title, a.content_type, a.size) for a in record.attachments] == [
+        ("DiagnosticReport", "Diagnostic Report", "application/pdf", 48),
+        ("DocumentReference", "Laboratory report", "application/pdf", 48),
+    ]
+    assert record.attachments[1].creation == dt.datetime(2019, 5, 29, 14, 58, 58, 181000, tzinfo=IST)
+
+
+def test_wellness_example_panel_is_nested_and_values_are_typed() -> None:
+    record = read(example("WellnessRecord-example-01"))
+    by_code = {o.code: o for o in record.observations}
+    assert len(record.observations) == 19
+    pressure = by_code["85354-9"]
+    assert pressure.value is None and pressure.interpretation == "Below low normal"
+    assert pressure.date == dt.date(2020, 9, 29)
+    assert [(c.name, c.code, c.value, c.unit, c.interpretation) for c in pressure.components] == [
+        ("Systolic blood pressure", "8480-6", 107, "mmHg", "Normal"),
+        ("Diastolic blood pressure", "8462-4", 60, "mmHg", "Below low normal"),
+    ]
+    saturation = by_code["2708-6"]
+    assert (saturation.value, saturation.unit, saturation.low, saturation.high) == (95, "%", 90, 99)
+    assert saturation.date == dt.datetime(2020, 9, 29, 9, 30, 10, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert by_code["81663-7"].value == "Vegan"  # a valueCodeableConcept: its text
+    assert by_code["8867-4"].value == 44 and by_code["8867-4"].unit == "beats/minute"
+    assert record.patient is not None and record.patient.gender == "female"
+
+
+def test_op_consult_example_clinical_entries() -> None:
+    record = read(example("OPConsultNote-example-05"))
+    assert [(c.name, c.code, c.status) for c in record.conditions] == [
+        ("Foot swelling", "297142003", "active"),
+        ("Diabetes mellitus type 1", "46635009", "recurrence"),
+        ("Diabetes mellitus type 2", "44054006", "recurrence"),
+    ]
+    (allergy,) = record.allergies
+    assert (allergy.name, allergy.code, allergy.status) == ("NKA", "716186003", "active")
+    (procedure,) = record.procedures
+    assert (procedure.name, procedure.date) == ("Assessment of diabetic foot ulcer", dt.date(2019, 5, 12))
+    assert [(m.resource_type, m.name) for m in record.medications] == [
+        ("MedicationRequest", "Neomycin 5 microgram/mg cutaneous ointment"),
+        ("MedicationStatement", "Telmisartan 20 mg oral tablet"),
+    ]
+    assert record.facility is not None and record.facility.name == "UVW Hospital"
+
+
+def test_immunization_example() -> None:
+    (shot,) = read(example("ImmunizationRecord-example-07")).immunizations
+    assert (shot.name, shot.code, shot.status, shot.date) == (
+        "COVID-19 antigen vaccine",
+        "1119305005",
+        "completed",
+        dt.date(2021, 2, 21),
+    )
+
+
+def test_examples_with_raw_control_characters_are_read() -> None:
+    """Two of the guide's files hold raw control characters inside strings: not strict JSON, still read."""
+    text = example("Prescription-example-06")
+    with pytest.raises(ValueError):
+        json.loads(text)
+    assert read(text).record_type is RecordType.PRESCRIPTION
+    assert read(text.decode("utf-8")).record_type is RecordType.PRESCRIPTION
+
+
+def test_unknown_stays_raw() -> None:
+    record = read(example("DiagnosticReport-Lab-example-03"))
+    assert [s["id"] for s in record.resources["Specimen"]] == ["1"]
+    assert record.raw["resourceType"] == "Bundle"
+    assert record.resolve("ServiceRequest/1") is record.resources["ServiceRequest"][0]
+    assert record.resolve("http://example.org/fhir/Specimen/1/_history/2") is record.resources["Specimen"][0]
+    assert record.resolve("Specimen/none") is None
+
+
+# ------------------------------------------------------------------------------------------ a producer's variations
+
+
+def test_urn_references_contained_and_referenced_medication() -> None:
+    patient = {
+        "resourceType": "Patient",
+        "name": [{"given": ["Asha"], "family": "Rao"}],
+        "identifier": [
+            {"system": "https://healthid.abdm.gov.in", "value": "asha.rao@abdm"},
+            {"type": {"coding": [{"code": "HIN"}]}, "value": "91-1234-5678-9012"},
+            {"type": {"coding": [{"code": "MR"}]}, "system": "https://hospital.example/mrn", "value": "12345678901234"},
+        ],
+    }
+    composition = {
+        "resourceType": "Composition",
+        "type": {"coding": [{"system": "http://snomed.info/sct", "code": "440545006"}]},
+        "subject": {"reference": urn(2)},
+        "author": [{"reference": urn(3)}, {"reference": "Practitioner/elsewhere", "display": "Dr. Far"}],
+        "custodian": {"reference": urn(4)},
+        "date": "2024-03-01",
+    }
+    request = {
+        "resourceType": "MedicationRequest",
+        "medicationReference": {"reference": urn(5)},
+        "dosageInstruction": [{"timing": {"repeat": {"frequency": 2, "period": 1, "periodUnit": "d"}}}],
+    }
+    statement = {
+        "resourceType": "MedicationStatement",
+        "contained": [{"resourceType": "Medication", "id": "m", "code": {"text": "Metformin 500 mg"}}],
+        "medicationReference": {"reference": "#m"},
+        "dosage": [{"text": "1-0-1"}, {"text": "after food"}],
+    }
+    record = read(
+        bundle(
+            composition,
+            request,
+            patient,
+            {"resourceType": "Practitioner", "name": [{"text": "Dr. Near"}], "identifier": [{"value": "HPR-1"}]},
+            {"resourceType": "Organization", "name": "Clinic"},
+            {"resourceType": "Medication", "code": {"coding": [{"code": "861007", "display": "Metformin"}]}},
+            statement,
+        )
+    )
+    assert record.record_type is RecordType.PRESCRIPTION
+    assert record.patient is not None
+    assert (record.patient.name, record.patient.abha_number, record.patient.abha_address) == (
+        "Asha Rao",
+        "91-1234-5678-9012",
+        "asha.rao@abdm",
+    )
+    assert [(a.resource_type, a.name, a.identifier) for a in record.authors] == [
+        ("Practitioner", "Dr. Near", "HPR-1"),
+        ("Practitioner", "Dr. Far", None),
+    ]
+    assert record.facility is not None and record.facility.name == "Clinic"
+    assert [(m.name, m.code, m.dosage) for m in record.medications] == [
+        ("Metformin", "861007", "2 per 1 d"),
+        ("Metformin 500 mg", None, "1-0-1; after food"),
+    ]
+    assert record.date == dt.date(2024, 3, 1)
+
+
+def test_an_mr_number_is_not_an_abha_number() -> None:
+    patient = {
+        "resourceType": "Patient",
+        "identifier": [{"system": "https://hospital.example", "value": "12345678901234"}],
+    }
+    record = read(bundle(patient))
+    assert record.patient is not None and record.patient.abha_number is None
+
+
+@pytest.mark.parametrize(
+    ("observation", "value", "unit"),
+    [
+        ({"valueQuantity": {"value": "6.3", "code": "mmol/L"}}, 6.3, "mmol/L"),  # a number as a string, UCUM code
+        ({"valueString": "trace"}, "trace", None),
+        ({"valueBoolean": True}, True, None),
+        ({"valueInteger": 7}, 7, None),
+        ({"valueCodeableConcept": {"coding": [{"code": "260385009", "display": "Negative"}]}}, "Negative", None),
+        ({"valueRange": {"low": {"value": 4.5, "unit": "g/dL"}, "high": {"value": 6}}}, "4.5-6", "g/dL"),
+        ({"valueRatio": {"numerator": {"value": 1}, "denominator": {"value": 128}}}, "1/128", None),
+        ({"valueDateTime": "2024-01-02T03:04:05Z"}, dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC), None),
+        ({"valueQuantity": {"value": "high"}}, None, None),
+        ({}, None, None),
+    ],
+)
+def test_observation_values(observation: dict[str, Any], value: object, unit: str | None) -> None:
+    (read_back,) = read(bundle({"resourceType": "Observation", **observation})).observations
+    assert read_back.value == value and type(read_back.value) is type(value)
+    assert read_back.unit == unit
+
+
+def test_observation_range_interpretation_and_dates() -> None:
+    observation = {
+        "resourceType": "Observation",
+        "code": {"text": "Hb"},
+        "valueQuantity": {"value": 9},
+        "referenceRange": [{"low": {"value": 12}, "high": {"value": "16"}}],
+        "interpretation": [{"coding": [{"code": "L"}]}],
+        "issued": "2024-05-06T07:08:09.123+05:30",
+    }
+    (hb,) = read(bundle(observation)).observations
+    assert (hb.low, hb.high, hb.interpretation) == (12, 16, "L")
+    assert hb.date == dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=IST)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2024-05-06", dt.date(2024, 5, 6)),
+        ("2024-05", "2024-05"),  # a partial date stays text
+        ("2024", "2024"),
+        ("2024-13-45", "2024-13-45"),  # not a date: kept as written
+        ("yesterday", "yesterday"),
+        ("2024-05-06T10:00:00Z", dt.datetime(2024, 5, 6, 10, tzinfo=dt.UTC)),
+    ],
+)
+def test_dates_parse_or_stay_text(text: str, expected: object) -> None:
+    assert read(bundle({"resourceType": "Composition", "date": text})).date == expected
+
+
+def test_wellness_by_profile_and_unknown_type() -> None:
+    profiled = {
+        "resourceType": "Composition",
+        "meta": {"profile": ["https://nrces.in/ndhm/fhir/r4/StructureDefinition/WellnessRecord|6.5.0"]},
+    }
+    assert read(bundle(profiled)).record_type is RecordType.WELLNESS
+    assert read(bundle({"resourceType": "Composition", "type": {"coding": [{"code": "11488-4"}]}})).record_type is None
+
+
+def test_attachment_sizes_and_url_only() -> None:
+    payload = b"hello, world!"
+    reference = {
+        "resourceType": "DocumentReference",
+        "content": [
+            {"attachment": {"contentType": "text/plain", "data": base64.b64encode(payload).decode(), "title": "note"}},
+            {"attachment": {"contentType": "application/pdf", "url": "https://files.example/x.pdf", "size": 2048}},
+            {"attachment": {"contentType": "text/plain", "data": "not base64!"}},
+        ],
+    }
+    inline, remote, broken = read(bundle(reference)).attachments
+    assert (inline.size, inline.data(), inline.title) == (len(payload), payload, "note")
+    assert (remote.size, remote.url, remote.data()) == (2048, "https://files.example/x.pdf", None)
+    assert broken.size is None
+    with pytest.raises(ValueError):
+        broken.data()
+
+
+def test_no_health_data_in_any_repr() -> None:
+    record = read(example("WellnessRecord-example-01"))
+    shown = " ".join(
+        repr(item)
+        for item in (
+            record,
+            record.patient,
+            *record.authors,
+            record.facility,
+            *record.observations,
+            *record.attachments,
+        )
+    )
+    shown += repr(read(example("OPConsultNote-example-05")))
+    for secret in ("ABC", "22-7225-4829-5255", "1981", "female", "Dr. DEF", "UVW", "107", "Vegan", "Blood pressure"):
+        assert secret not in shown
+    assert repr(record).startswith("FhirRecord(record_type='WellnessRecord', observations=19,")
+
+
+def test_what_is_not_a_bundle() -> None:
+    assert read("[1, 2]").raw == [1, 2]
+    assert read("null").patient is None
+    single = read({"resourceType": "Patient", "name": [{"text": "Solo"}]})
+    assert single.patient is not None and single.patient.name == "Solo"
+    with pytest.raises(ValueError):
+        read("{not json")
+    with pytest.raises(TypeError):
+        read(42)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------------- tolerance
+
+_KEYS = [
+    "resourceType", "entry", "resource", "fullUrl", "reference", "meta", "profile", "type", "coding", "code",
+    "system", "display", "text", "title", "date", "subject", "author", "custodian", "name", "given", "family",
+    "identifier", "value", "gender", "birthDate", "valueQuantity", "valueString", "valueBoolean", "valueInteger",
+    "valueCodeableConcept", "valueRange", "valueRatio", "valueDateTime", "valuePeriod", "referenceRange", "low",
+    "high", "interpretation", "effectiveDateTime", "effectivePeriod", "issued", "component", "unit", "start",
+    "medicationCodeableConcept", "medicationReference", "dosageInstruction", "dosage", "timing", "repeat",
+    "frequency", "period", "periodUnit", "content", "attachment", "presentedForm", "data", "size", "url",
+    "contentType", "contained", "id", "clinicalStatus", "status", "vaccineCode", "serviceProvider", "timestamp",
+    "numerator", "denominator", "authoredOn", "creation", "onsetDateTime", "performedPeriod",
+]  # fmt: skip
+_TYPES = [
+    "Bundle", "Composition", "Patient", "Observation", "MedicationRequest", "MedicationStatement", "Medication",
+    "Condition", "AllergyIntolerance", "Procedure", "Immunization", "DocumentReference", "DiagnosticReport",
+    "Binary", "Media", "Encounter", "Organization", "Practitioner", "Frobnicator",
+]  # fmt: skip
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(
+        [
+            *_TYPES,
+            "urn:uuid:0",
+            "Patient/1",
+            "#m",
+            "2024-05-06",
+            "2024-13-99T99:00",
+            "6.3",
+            "1e999",
+            "YWJj",
+            "a@abdm",
+            "22-7225-4829-5255",
+            "http://snomed.info/sct",
+            "440545006",
+            "",
+            " ",
+            "=",
+            "Wellness  Record",
+        ]
+    ),
+    st.text(max_size=8),
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(_KEYS), inner, max_size=6),
+    ),
+    max_leaves=40,
+)
+_resources = st.fixed_dictionaries(
+    {"resourceType": st.sampled_from(_TYPES)},
+    optional={"id": _scalars, "meta": _json},
+).flatmap(lambda head: st.dictionaries(st.sampled_from(_KEYS), _json, max_size=8).map(lambda body: {**body, **head}))
+_bundles = st.fixed_dictionaries(
+    {"resourceType": st.just("Bundle")},
+    optional={
+        "entry": st.one_of(
+            st.lists(
+                st.one_of(
+                    st.fixed_dictionaries({"resource": _resources}, optional={"fullUrl": _scalars}),
+                    _json,
+                ),
+                max_size=6,
+            ),
+            _json,
+        ),
+        "meta": _json,
+        "timestamp": _scalars,
+    },
+)
+
+
+def _touch(record: FhirRecord) -> None:
+    """Use every part of the record, as a caller would."""
+    repr(record)
+    for attachment in record.attachments:
+        assert isinstance(attachment, Attachment)
+        try:
+            attachment.data()
+        except ValueError:
+            pass
+    for observation in record.observations:
+        repr(observation.components)
+
+
+@given(_bundles)
+def test_fuzzed_bundles_never_raise(decoded: dict[str, Any]) -> None:
+    _touch(read(decoded))
+    _touch(read(json.dumps(decoded, allow_nan=False) if _finite(decoded) else json.dumps({"x": 1})))
+
+
+@given(_json)
+def test_any_json_value_never_raises(decoded: Any) -> None:
+    if _finite(decoded):
+        _touch(read(json.dumps(decoded)))
+
+
+def _finite(value: Any) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
