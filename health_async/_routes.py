@@ -53,6 +53,12 @@ PATH_CARE_CONTEXTS_LINK: Final = "/abdm/v1/care-contexts/link"
 PATH_CARE_CONTEXTS_LINKED: Final = "/abdm/v1/care-contexts/linked"
 PATH_CARE_CONTEXTS_NOTIFY: Final = "/abdm/v1/care-contexts/sms/notify"
 PATH_HIP_DATA_ON_FETCH: Final = "/abdm/v1/hip/care-context/data/on-fetch"
+PATH_HIP_ONBOARD: Final = "/abdm/v1/hip/onboard"
+PATH_CARE_CONTEXTS_PROVIDERS: Final = "/abdm/v1/care-contexts/providers"
+# the hospital's answers to a patient's own search (user-initiated linking)
+PATH_ON_DISCOVER: Final = "/abdm/v1/care-contexts/on-discover"
+PATH_DISCOVER_LINK_ON_INIT: Final = "/abdm/v1/care-contexts/discover/link/on-init"
+PATH_DISCOVER_LINK_ON_CONFIRM: Final = "/abdm/v1/care-contexts/discover/link/on-confirm"
 
 # the ABHA after registration: profile, card, KYC, search, pincode, Scan & Share, sessions (registration.yml)
 PATH_ABHA_PROFILE: Final = "/abdm/v1/profile"

@@ -124,6 +124,13 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
     ("registration.yml", "POST", "/abdm/v2/profile/share"): _model(ha.models.ShareToken),
     ("registration.yml", "GET", "/abdm/v2/profile/share/{request_id}"): _model(ha.models.ShareToken),
     ("registration.yml", "POST", "/abdm/v1/hip/patient/profile/on-share"): _not_read,
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/on-discover"): _not_read,  # 204
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/discover/link/on-init"): _not_read,  # 204
+    ("registration.yml", "POST", "/abdm/v1/care-contexts/discover/link/on-confirm"): _not_read,  # 204
+    ("registration.yml", "POST", "/abdm/v1/hip/onboard"): _model(ha.models.FacilityOnboarded),
+    ("registration.yml", "GET", "/abdm/v1/care-contexts/providers"): lambda data: structure_many(
+        data.get("providers") or [], ha.models.CareContextProvider, "providers"
+    ),
     ("registration.yml", "GET", "/abdm/v1/providers"): _providers_of,
     ("registration.yml", "GET", "/abdm/v1/provider/{hip_id}"): _model(ha.models.Provider),
     ("registration.yml", "POST", "/abdm/v1/care-contexts/discover"): _model(ha.models.Discovery),

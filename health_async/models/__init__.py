@@ -22,6 +22,8 @@ from .abdm._hospital import *  # noqa: F403
 from .abdm._hospital import __all__ as _abdm_hospital_all
 from .abdm._requests import *  # noqa: F403
 from .abdm._requests import __all__ as _abdm_requests_all
+from .abdm._user_linking import *  # noqa: F403
+from .abdm._user_linking import __all__ as _abdm_user_linking_all
 from .abha._kyc import *  # noqa: F403
 from .abha._kyc import __all__ as _abha_kyc_all
 from .abha._profile import *  # noqa: F403
@@ -56,5 +58,6 @@ __all__ = [
     *_abdm_hiu_all,
     *_abdm_hospital_all,
     *_abdm_requests_all,
+    *_abdm_user_linking_all,
     *_webhooks_subscriptions_all,
 ]

@@ -125,6 +125,17 @@ CARE_CONTEXTS_LINKED: Final = "/abdm/v1/care-contexts/linked"
 CARE_CONTEXTS_NOTIFY: Final = "/abdm/v1/care-contexts/sms/notify"
 #: registration.yml: ``POST /abdm/v1/hip/care-context/data/on-fetch`` (RecordsHipDataPushRequest; 202).
 HIP_DATA_ON_FETCH: Final = "/abdm/v1/hip/care-context/data/on-fetch"
+#: registration.yml: ``POST /abdm/v1/hip/onboard`` (ModelsAddFacilityRequest -> ModelsAddFacilityResponse).
+HIP_ONBOARD: Final = "/abdm/v1/hip/onboard"
+#: registration.yml: ``GET /abdm/v1/care-contexts/providers?oid=`` (ProviderResponse).
+CARE_CONTEXTS_PROVIDERS: Final = "/abdm/v1/care-contexts/providers"
+#: registration.yml: the HIP's answers to a patient's own discovery (care-contexts/discover/introduction.mdx):
+#: ``POST /abdm/v1/care-contexts/on-discover`` (ModelsDiscoverCareContextHmisConnect),
+#: ``/discover/link/on-init`` (ModelsLinkOnInitHmisConnect), ``/discover/link/on-confirm``
+#: (ModelsLinkOnConfirmHmisConnect); each 204.
+ON_DISCOVER: Final = "/abdm/v1/care-contexts/on-discover"
+DISCOVER_LINK_ON_INIT: Final = "/abdm/v1/care-contexts/discover/link/on-init"
+DISCOVER_LINK_ON_CONFIRM: Final = "/abdm/v1/care-contexts/discover/link/on-confirm"
 #: registration.yml, LinkCareContextMeta.hi_type's enum (also the hi_types of webhooks/hip-data-fetch.mdx).
 HI_TYPES: Final = frozenset(
     {"OPConsultation", "Prescription", "DischargeSummary", "DiagnosticReport", "ImmunizationRecord",

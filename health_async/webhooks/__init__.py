@@ -42,29 +42,60 @@ Judgement calls:
 from ._abdm import DEFAULT_MAX_REQUESTS, AbdmHandler, Bundles, DataFetchCallback, ProfileShareCallback, abdm_handler
 from ._asgi import AbdmAsgiApp, abdm_asgi
 from ._events import EventKind, ParsingStatus, WebhookEvent, parse_event
+from ._link_otp import (
+    DEFAULT_MAX_LINKS,
+    OTP_DIGITS,
+    InMemoryLinkOtpStore,
+    LinkOtpStore,
+    OtpCheck,
+    OtpOutcome,
+    PendingLink,
+    new_otp,
+)
 from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
 from ._receiving import DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
 from ._seen import DEFAULT_MAX_SEEN, InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret, compute_signature, verify
 from ._tokens import IST, TokenCounter
+from ._user_linking import (
+    DEFAULT_MAX_OTP_TRIES,
+    DEFAULT_OFFER_TTL,
+    DEFAULT_OTP_TTL,
+    DiscoverCallback,
+    LinkedCallback,
+    LinkOtpSender,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_LINKS",
+    "DEFAULT_MAX_OTP_TRIES",
     "DEFAULT_MAX_REQUESTS",
     "DEFAULT_MAX_SEEN",
     "DEFAULT_PAGE_TIMEOUT",
+    "DEFAULT_OFFER_TTL",
+    "DEFAULT_OTP_TTL",
     "DEFAULT_TOLERANCE",
     "IST",
+    "OTP_DIGITS",
     "SIGNATURE_HEADER",
     "AbdmAsgiApp",
     "AbdmHandler",
     "Bundles",
     "DataFetchCallback",
+    "DiscoverCallback",
     "EventKind",
     "IncompletePush",
+    "InMemoryLinkOtpStore",
     "InMemorySeenStore",
+    "LinkOtpSender",
+    "LinkOtpStore",
+    "LinkedCallback",
+    "OtpCheck",
+    "OtpOutcome",
     "ParsingStatus",
+    "PendingLink",
     "ProfileShareCallback",
     "PushPages",
     "SeenStore",
@@ -75,6 +106,7 @@ __all__ = [
     "abdm_handler",
     "aiohttp_handler",
     "compute_signature",
+    "new_otp",
     "parse_event",
     "verify",
 ]

@@ -4,9 +4,11 @@ answered in the background), and what the ASGI receiver shares with it."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+import attrs
 from aiohttp import web
 
 from .._logging import logger
@@ -18,6 +20,7 @@ from ..models.abdm._hospital import HealthDataRequest
 if TYPE_CHECKING:
     from .._client import HealthClient
 from ._events import EventKind, WebhookEvent
+from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
     _CLOSED,
     DEFAULT_MAX_BODY_SIZE,
@@ -33,6 +36,16 @@ from ._receiving import (
 )
 from ._seen import InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
+from ._user_linking import (
+    DEFAULT_MAX_OTP_TRIES,
+    DEFAULT_OTP_TTL,
+    LINKING_EVENTS,
+    DiscoverCallback,
+    LinkedCallback,
+    LinkOtpSender,
+    _UserLinking,
+    request_id_of,
+)
 
 __all__ = [
     "DEFAULT_MAX_REQUESTS",
@@ -81,8 +94,11 @@ class _AbdmReceiver:
         tolerance: float,
         max_body_size: int,
         store: SeenStore,
+        linking: _UserLinking | None = None,
     ) -> None:
         self._keys, self._client, self._store = keys, client, store
+        self._linking = linking
+        self._linkings: dict[str, None] = {}  # (event, request id) of linking steps taken, oldest first
         self._on_event, self._on_data_fetch, self._on_profile_share = on_event, on_data_fetch, on_profile_share
         self._tolerance, self._max_body_size = tolerance, max_body_size
         self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
@@ -112,6 +128,8 @@ class _AbdmReceiver:
                 await self._on_event(event)
             if event.kind is EventKind.HIP_PROFILE_SHARE:
                 return self._take_share(event)
+            if event.kind in LINKING_EVENTS:
+                return self._take_linking(event)
             return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
         return await _run(self._store, key, event, run)
@@ -120,6 +138,8 @@ class _AbdmReceiver:
         """Whether answering ``event`` would start background work (a data request, a profile share)."""
         if event.kind is EventKind.HIP_DATA_FETCH:
             return self._on_data_fetch is not None
+        if event.kind in LINKING_EVENTS:
+            return self._linking is not None
         return event.kind is EventKind.HIP_PROFILE_SHARE and self._on_profile_share is not None
 
     def _refuse(self, event: WebhookEvent) -> None:
@@ -171,6 +191,33 @@ class _AbdmReceiver:
         while len(self._shares) > DEFAULT_MAX_REQUESTS:
             del self._shares[next(iter(self._shares))]
         return "accepted"
+
+    def _take_linking(self, event: WebhookEvent) -> str:
+        """Start answering a step of a patient's own search in the background; the service gets its 200 at once."""
+        if self._linking is None:
+            return "ok"
+        request_id = request_id_of(event)
+        if request_id is None:
+            logger.error("ABDM %s refused: it carries no request id", _safe_event_name(event))
+            return "linking step not understood"
+        key = f"{event.kind.value}\x1f{request_id}"
+        if key in self._linkings:
+            logger.warning("ABDM %s redelivered: already being answered, ignored", _safe_event_name(event))
+            return "duplicate linking step ignored"
+        self._spawn(event, self._answer_linking(self._linking, event, key))  # first: as in _take
+        self._linkings[key] = None
+        while len(self._linkings) > DEFAULT_MAX_REQUESTS:
+            del self._linkings[next(iter(self._linkings))]
+        return "accepted"
+
+    async def _answer_linking(self, linking: _UserLinking, event: WebhookEvent, key: str) -> None:
+        try:
+            await linking.answer(event)  # logs its outcome, or its failure by type
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not isinstance(exc, OutcomeUnknown):  # nothing reached the service: a redelivery runs it again
+                self._linkings.pop(key, None)
 
     async def _answer_share(self, event: WebhookEvent, share: ProfileShare, request_id: str) -> None:
         assert self._on_profile_share is not None
@@ -264,6 +311,7 @@ def _abdm_receiver_args(
     tolerance: float,
     max_body_size: int,
     seen_store: SeenStore | None,
+    linking: _LinkingArgs | None = None,
 ) -> tuple[
     tuple[bytes, ...],
     HealthClient,
@@ -273,6 +321,7 @@ def _abdm_receiver_args(
     float,
     int,
     SeenStore,
+    _UserLinking | None,
 ]:
     """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
     keys = _secrets(secret)
@@ -291,7 +340,55 @@ def _abdm_receiver_args(
     store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
     if not isinstance(store, SeenStore):
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
-    return keys, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, store
+    return (
+        keys,
+        client,
+        on_event,
+        on_data_fetch,
+        on_profile_share,
+        tolerance,
+        max_body_size,
+        store,
+        (None if linking is None else linking.build(client)),
+    )
+
+
+@attrs.frozen
+class _LinkingArgs:
+    """The arguments of a patient's own search, as :func:`abdm_handler` and :func:`abdm_asgi` take them."""
+
+    on_discover: DiscoverCallback | None
+    on_link_otp: LinkOtpSender | None
+    on_linked: LinkedCallback | None
+    link_store: LinkOtpStore | None
+    otp_ttl: float
+    max_otp_tries: int
+
+    def build(self, client: HealthClient) -> _UserLinking | None:
+        """The checked :class:`_UserLinking`, or ``None`` when neither ``on_discover`` nor ``on_link_otp`` is given."""
+        for name, callback in (
+            ("on_discover", self.on_discover),
+            ("on_link_otp", self.on_link_otp),
+            ("on_linked", self.on_linked),
+        ):
+            if callback is not None and not callable(callback):
+                raise InvalidRequest(f"{name} must be an async function")
+        if self.on_discover is None and self.on_link_otp is None:
+            if self.on_linked is not None or self.link_store is not None:
+                raise InvalidRequest("on_linked and link_store need on_discover and on_link_otp")
+            return None
+        if self.on_discover is None or self.on_link_otp is None:
+            raise InvalidRequest("a patient's own search needs both on_discover and on_link_otp")
+        ttl = self.otp_ttl
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
+            raise InvalidRequest("otp_ttl must be a positive number of seconds")
+        tries = self.max_otp_tries
+        if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+            raise InvalidRequest("max_otp_tries must be a positive number of tries")
+        store: LinkOtpStore = InMemoryLinkOtpStore() if self.link_store is None else self.link_store
+        if not isinstance(store, LinkOtpStore):
+            raise InvalidRequest("link_store must have async put, get, consume and discard methods")
+        return _UserLinking(client, self.on_discover, self.on_link_otp, self.on_linked, store, float(ttl), tries)
 
 
 def abdm_handler(
@@ -304,6 +401,12 @@ def abdm_handler(
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     seen_store: SeenStore | None = None,
+    on_discover: DiscoverCallback | None = None,
+    on_link_otp: LinkOtpSender | None = None,
+    on_linked: LinkedCallback | None = None,
+    link_store: LinkOtpStore | None = None,
+    otp_ttl: float = DEFAULT_OTP_TTL,
+    max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
 ) -> AbdmHandler:
     """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
     (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
@@ -326,6 +429,20 @@ def abdm_handler(
       request id cannot be answered (logged, 200). Outcomes are logged without the share's personal data or the
       token. :class:`TokenCounter` is a ready callback (one token per person
       per counter per day).
+    * a patient's own search (a PHR app looking for their records at your facility: the
+      ``abha.care_context_discover``, ``abha.care_context_discover_link_init`` and
+      ``abha.context_discover_link_confirm`` events), given ``on_discover`` and ``on_link_otp`` (both or
+      neither): each step is answered 200 at once and, in the background, ``await on_discover(request)``
+      gives the one matching patient (a :class:`~health_async.models.MatchedPatient`, or ``None``: ABDM asks
+      to answer no match when several match) and ``client.abdm.answer_discover`` sends it; at the link request
+      the library makes a 6-digit OTP (:mod:`secrets`), keeps only its HMAC in ``link_store`` (default a bounded
+      :class:`InMemoryLinkOtpStore`; the :class:`LinkOtpStore` protocol lets several workers share one) for
+      ``otp_ttl`` seconds, calls ``await on_link_otp(mobile, otp, request)`` (your SMS gateway) and answers
+      ``on-init``; at the confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries,
+      one use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
+      and gives the link to ``await on_linked(link)`` (record the verified ABHA address against your patient).
+      A redelivered step (same event and request id) is ignored, and forgotten when nothing reached the
+      service. The OTP, mobile number, ABHA address and ids are never logged.
 
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
     (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``: the background answers under
@@ -334,8 +451,9 @@ def abdm_handler(
     forgotten so the service's redelivery runs; nothing is started after the close. For FastAPI, Starlette or
     another ASGI framework, :func:`abdm_asgi` is the same receiver as an ASGI application.
     """
+    linking = _LinkingArgs(on_discover, on_link_otp, on_linked, link_store, otp_ttl, max_otp_tries)
     return AbdmHandler(
         *_abdm_receiver_args(
-            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store
+            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store, linking
         )
     )

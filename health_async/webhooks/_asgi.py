@@ -10,10 +10,12 @@ from .._logging import logger
 
 if TYPE_CHECKING:
     from .._client import HealthClient
-from ._abdm import DataFetchCallback, ProfileShareCallback, _abdm_receiver_args, _AbdmReceiver
+from ._abdm import DataFetchCallback, ProfileShareCallback, _abdm_receiver_args, _AbdmReceiver, _LinkingArgs
+from ._link_otp import LinkOtpStore
 from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _Answer, _Incoming, _read_capped
 from ._seen import SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret
+from ._user_linking import DEFAULT_MAX_OTP_TRIES, DEFAULT_OTP_TTL, DiscoverCallback, LinkedCallback, LinkOtpSender
 
 __all__ = ["AbdmAsgiApp", "abdm_asgi"]
 
@@ -142,9 +144,16 @@ def abdm_asgi(
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     seen_store: SeenStore | None = None,
+    on_discover: DiscoverCallback | None = None,
+    on_link_otp: LinkOtpSender | None = None,
+    on_linked: LinkedCallback | None = None,
+    link_store: LinkOtpStore | None = None,
+    otp_ttl: float = DEFAULT_OTP_TTL,
+    max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
 ) -> AbdmAsgiApp:
     """:func:`abdm_handler` as a plain ASGI 3 application (FastAPI, Starlette, Litestar, Quart, any ASGI server),
-    with no dependency on any of them: the same arguments, checks, answers and background pushes.
+    with no dependency on any of them: the same arguments, checks, answers and background pushes (and a patient's
+    own search answered, given ``on_discover`` and ``on_link_otp``).
 
     FastAPI (Starlette alike)::
 
@@ -181,8 +190,9 @@ def abdm_asgi(
     the ABDM logic exist once), and both have :attr:`~AbdmAsgiApp.pending`, :meth:`~AbdmAsgiApp.join` and
     :meth:`~AbdmAsgiApp.aclose`.
     """
+    linking = _LinkingArgs(on_discover, on_link_otp, on_linked, link_store, otp_ttl, max_otp_tries)
     return AbdmAsgiApp(
         *_abdm_receiver_args(
-            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store
+            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store, linking
         )
     )

@@ -13,5 +13,7 @@ from ._hospital import *  # noqa: F403
 from ._hospital import __all__ as _hospital_all
 from ._requests import *  # noqa: F403
 from ._requests import __all__ as _requests_all
+from ._user_linking import *  # noqa: F403
+from ._user_linking import __all__ as _user_linking_all
 
-__all__ = [*_consents_all, *_discover_all, *_events_all, *_hiu_all, *_hospital_all, *_requests_all]
+__all__ = [*_consents_all, *_discover_all, *_events_all, *_hiu_all, *_hospital_all, *_requests_all, *_user_linking_all]

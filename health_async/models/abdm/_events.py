@@ -23,7 +23,7 @@ Decode a ``data`` object with ``health_async._wire.structure(data, EVENT_PAYLOAD
 stand in for an empty one). Personal data (ABHA numbers and addresses, names, gender, year of birth, identifier
 values such as a mobile number, the linking OTP, encrypted health data, keys and nonces) is left out of every
 ``repr``; the ids of the exchange (``oid``, ``hip_id``, request and transaction ids) are shown, as in
-:mod:`._abdm`.
+:mod:`._abdm`, but for the ``txn_id`` of a patient's own search (it ties the discovery to the link request).
 
 Judgement calls:
 
@@ -221,7 +221,8 @@ class CareContextDiscover:
     #: The patient's identifiers (their values hidden from ``repr``).
     identifiers: tuple[PatientIdentifier, ...] = ()
     request_id: str | None = None
-    txn_id: str | None = None
+    #: The patient's search (discovery and link request share it): hidden from ``repr``.
+    txn_id: str | None = wire(repr=False, default=None)
     hip_id: str | None = None
     oid: str | None = None
     partner_patient_id: str | None = None
@@ -276,7 +277,8 @@ class DiscoverLinkInit:
     #: What to link, per patient reference (wire ``patient``, an array).
     patients: tuple[LinkInitPatient, ...] = wire("patient", default=())
     request_id: str | None = None
-    txn_id: str | None = None
+    #: The patient's search (discovery and link request share it): hidden from ``repr``.
+    txn_id: str | None = wire(repr=False, default=None)
     hip_id: str | None = None
     oid: str | None = None
     partner_patient_id: str | None = None

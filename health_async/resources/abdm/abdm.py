@@ -43,6 +43,7 @@ from ._discover import DiscoverMixin
 from ._guard import ConsentBook, refusals
 from ._hiu import HiuMixin
 from ._requests import RequestsMixin
+from ._user_linking import UserLinkingMixin
 from .consents import Consents, aware_datetime
 
 __all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
@@ -114,10 +115,11 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
     return entry
 
 
-class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, AbdmBase):
+class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
     """ABDM's exchange: the hospital's side here (see the module); the patient's app and the requester's side in
     the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_requests.py``: the patient's request
-    inbox; ``_abdm_hiu.py``: the HIU's keys and the data pushed to it) and :attr:`consents`."""
+    inbox; ``_abdm_hiu.py``: the HIU's keys and the data pushed to it; ``_user_linking.py``: the answers to a patient's
+    own search, the facility's onboarding) and :attr:`consents`."""
 
     @cached_property
     def consents(self) -> Consents:

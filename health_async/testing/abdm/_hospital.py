@@ -70,14 +70,29 @@ from ...abdm_crypto import KeyMaterial
 from .. import _routes as R
 from ..webhooks._domain import WebhookDomain
 from ..webhooks._send import REDELIVERIES, REDELIVERY_DELAY, Outcome, Target, deliver
+from ._user_linking import USER_LINKING_ROUTES, PatientSearch, UserLinkingFake
 
 if TYPE_CHECKING:
     from .._common import RecordedRequest
     from .._domain import Server
 
-__all__ = ["DELIVERY_ATTEMPTS", "REDELIVERIES", "REDELIVERY_DELAY", "ROUTES", "DataRequestSent", "FakeAbdm"]
+__all__ = [
+    "DELIVERY_ATTEMPTS",
+    "REDELIVERIES",
+    "REDELIVERY_DELAY",
+    "ROUTES",
+    "DataRequestSent",
+    "FakeAbdm",
+    "PatientSearch",
+]
 
-ROUTES: Final[tuple[str, ...]] = ("care_contexts_link", "care_contexts_linked", "care_contexts_notify", "hip_data_push")
+ROUTES: Final[tuple[str, ...]] = (
+    "care_contexts_link",
+    "care_contexts_linked",
+    "care_contexts_notify",
+    "hip_data_push",
+    *USER_LINKING_ROUTES,
+)
 _MOBILE: Final = re.compile(r"^[6-9]\d{9}$")
 
 #: Attempts at one webhook in all: the first delivery and its redeliveries.
@@ -108,8 +123,9 @@ def _error(message: str, status: int = 400) -> web.Response:
     return web.json_response({"code": status, "error": message}, status=status)
 
 
-class FakeAbdm(WebhookDomain):
-    """State and routes of the ABDM exchange, hospital side (see the module docstring)."""
+class FakeAbdm(UserLinkingFake, WebhookDomain):
+    """State and routes of the ABDM exchange, hospital side (see the module docstring); a patient's own search,
+    the onboarding and the providers list in :class:`~._user_linking.UserLinkingFake`."""
 
     ROUTES = ROUTES
 
@@ -128,6 +144,7 @@ class FakeAbdm(WebhookDomain):
         #: ``business_id`` of every webhook sent.
         self.business_id = "fake-business"
         self._failing: dict[str, str] = {}  # care context id -> the error text of its ERRORED link
+        self._init_user_linking()
 
     def add_routes(self, app: web.Application) -> None:
         route = self.server._route
@@ -135,6 +152,7 @@ class FakeAbdm(WebhookDomain):
         app.router.add_get(R.CARE_CONTEXTS_LINKED, route("care_contexts_linked", self._linked))
         app.router.add_post(R.CARE_CONTEXTS_NOTIFY, route("care_contexts_notify", self._notify))
         app.router.add_post(R.HIP_DATA_ON_FETCH, route("hip_data_push", self._push))
+        self._add_user_linking_routes(app)
 
     def reset(self) -> None:
         self.links.clear()
@@ -144,6 +162,7 @@ class FakeAbdm(WebhookDomain):
         self.relinked = 0
         self._forget_webhooks()
         self._failing.clear()
+        self._reset_user_linking()
 
     # ------------------------------------------------------------------------------ routes
 
@@ -171,7 +190,17 @@ class FakeAbdm(WebhookDomain):
                     bundle = _json.loads(base64.b64decode(data, validate=True))
                 except (binascii.Error, ValueError, TypeError):
                     return _error("data must be a base64 encoded FHIR bundle")
-            checked.append({"care_context_id": cid, "display": display, "hi_type": hi_type, "data": bundle, "oid": oid})
+            hip = _text(request.headers.get(R.HIP_ID)) or "HIP-1"
+            checked.append(
+                {
+                    "care_context_id": cid,
+                    "display": display,
+                    "hi_type": hi_type,
+                    "data": bundle,
+                    "oid": oid,
+                    "hip_id": hip,
+                }
+            )
         held = self.links.setdefault(patient, {})
         results: list[tuple[str, str | None]] = []  # care context id, error text of an ERRORED link
         for link in checked:
