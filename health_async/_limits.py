@@ -153,6 +153,12 @@ class Limits(Slots):
         """Requests currently holding a slot."""
         return self.max_in_flight - self._free
 
+    @property
+    def pending(self) -> int:
+        """Requests charged to the rate and not yet reported :meth:`sent` or :meth:`unsent` (0 when every call
+        is over: a charge never reported would count against the rate for good)."""
+        return self._pending
+
     def pause(self, seconds: float, origin: object = None) -> None:
         """Hold back every request to ``origin`` (``None``: the service's API, shared with the
         :class:`SharedLimiter`) for ``seconds`` from now (extends, never shortens)."""

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Final
 
 import attrs
 
 from . import _constants as C
 from .errors import AbhaError, ApiError, RateLimitError, TLSVerificationError, TransportError
 
-__all__ = ["RetryPolicy"]
+__all__ = ["DOCUMENTED_REFUSAL_CODES", "GATEWAY_STATUSES", "UNSETTLING_ABDM_CODES", "RetryPolicy", "settled"]
 
 
 def _non_negative(_: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -112,3 +113,50 @@ class RetryPolicy:
 def retry_reason(exc: BaseException) -> str:
     """A short, identifier-free reason for the retry log."""
     return f"HTTP {exc.status}" if isinstance(exc, ApiError) else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# what an error answer says about a call that is not idempotent (pure: the resources' send-once rule asks it)
+
+#: The statuses a gateway or an upstream answers for the service it stands in front of: a JSON body at one of them
+#: may be the gateway's own, shaped like anything, even like the service's error body.
+GATEWAY_STATUSES: Final = frozenset({502, 503, 504})
+
+#: ABDM codes that do not say whether a request took effect (from the vendor's ``abha-errors.mdx``): a timeout
+#: (``ABDM-1007`` "Connection failed due to timeout", ``ABDM-1048`` "Timeout"), an unknown exception
+#: (``ABDM-9999``), a dependency (``ABDM-1019``, ``ABDM-1024``) or a HIP (``ABDM-1402``) that did not answer.
+UNSETTLING_ABDM_CODES: Final = frozenset({"ABDM-1007", "ABDM-1019", "ABDM-1024", "ABDM-1048", "ABDM-1402", "ABDM-9999"})
+
+#: Every code of the vendor's error table (``abha-errors.mdx``, the same as ``abdm-connect/errors.mdx``), less
+#: :data:`UNSETTLING_ABDM_CODES`: the service's documented word that it refused (a wrong OTP, a rate limit or a
+#: block, an address or a mobile number taken, an invalid transaction, a service of its own down, ...).
+DOCUMENTED_REFUSAL_CODES: Final = (
+    frozenset(f"ABDM-{n}" for n in (*range(1000, 1055), *range(1061, 1065)))
+    | frozenset(f"ABDM-{n}" for n in (1100, 1101, 1102, 1108, 1109, 1110, 1111, 1112, 1113, 1114, 1115))
+    | frozenset(f"ABDM-{n}" for n in (1200, 1201, 1202, 1205, 1401, 1402, 9999))
+    | frozenset({"MIS-1013", "MIS-1026", "EKA-1001", "EKA-1002"})
+) - UNSETTLING_ABDM_CODES
+
+
+def settled(exc: ApiError) -> bool:
+    """Whether an error answer says for sure that a call did not take effect (so a call sent once raises it as it
+    is, instead of :class:`~health_async.errors.OutcomeUnknown`):
+
+    * any 4XX: a refusal;
+    * a 500: only the service's own ABHA error body (:class:`~health_async.errors.AbhaError`) with a code that is
+      its definite word (any code but :data:`UNSETTLING_ABDM_CODES`: ABDM answers its refusals with HTTP 500);
+    * a 502, 503 or 504 (:data:`GATEWAY_STATUSES`): only an ABHA error body whose code the vendor documents as a
+      refusal (:data:`DOCUMENTED_REFUSAL_CODES`). Judgement call: a gateway or an upstream answering for a service
+      that may have acted can send a JSON body of its own, even one shaped like the service's; only a code the
+      vendor documents is taken as the service's word;
+    * any other 5XX: as a 500.
+    """
+    status = exc.status
+    if status < 500:
+        return True
+    if not isinstance(exc, AbhaError):
+        return False
+    code = exc.source_code
+    if code is None or code in UNSETTLING_ABDM_CODES:
+        return False
+    return status not in GATEWAY_STATUSES or code in DOCUMENTED_REFUSAL_CODES

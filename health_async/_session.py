@@ -288,12 +288,13 @@ class Session:
             and not http.closed
             and limits.enter()
         ):
-            # The plain way: the general way's first attempt, less what this call does not need (see above).
-            generation = self.auth.generation
-            target = self._base_url.with_path(self._base_path + path, encoded=True)
+            # The plain way: the general way's first attempt, less what this call does not need (see above). The
+            # slot taken just above is given back by the ``finally`` below whatever happens: nothing runs between.
             failure: HealthError | None = None
             try:
                 try:
+                    generation = self.auth.generation
+                    target = self._base_url.with_path(self._base_path + path, encoded=True)
                     async with self._exchange(
                         http, method, target, params, self._headers(token, headers), None, self._first_timeout, None
                     ) as resp:
@@ -462,7 +463,7 @@ class Session:
             started=started,
         )
         try:
-            status, resp_headers, raw = await self._send(self._open(), req, None)
+            status, resp_headers, raw = await self._send(self._open(), req, None, await self._prepare(req))
         except _Overdue as exc:
             raise _public(exc) from None
         if status >= 300:
@@ -473,8 +474,13 @@ class Session:
     # ---------------------------------------------------------------- one attempt, the general way
 
     async def _attempt(self, req: _Request, attempt: int, refreshed: bool = False) -> Any:
-        """One attempt: a slot, the pause and the rates, the send, then :meth:`_conclude`. ``refreshed``: the
-        token was just refreshed after a 401 of this attempt (another 401 is final)."""
+        """One attempt: the body, a slot, the pause and the rates, the send, then :meth:`_conclude`. ``refreshed``:
+        the token was just refreshed after a 401 of this attempt (another 401 is final).
+
+        Every limit taken here is given back in the scope that took it, by a ``finally`` that begins right after
+        it is taken: the slot (:meth:`Limits.leave`), and the rate charge and the shared limiter's admission, which
+        are reported exactly once, sent or unsent (:meth:`_stamp`). The body is prepared before any of them, so a
+        preparation that raises, is cancelled or outlasts the call's budget holds nothing."""
         http = self._http
         if http is None or self._closed or http.closed:
             http = self._open()
@@ -488,6 +494,7 @@ class Session:
                 req.first_timeout = None  # time passes while the token is fetched: compute what is left
                 token = await self._within(req, auth.token(self), "the access token")
         generation = auth.generation  # of the token about to be sent (read after any fetch above)
+        body = None if req.payload is None and req.body is None else await self._prepare(req)
         origin = req.origin
         # Limits hold at the moment of sending: the request takes its slot (its connection) first, and only then
         # is checked against the pause and charged to the rate (see Limits), so requests that waited for a
@@ -499,15 +506,51 @@ class Session:
         if not limits.enter():
             req.first_timeout = None  # time passes while waiting for a slot: compute what is left
             await self._within(req, limits.wait_slot(), "a connection slot (max_connections)")
-        try:
+        try:  # the slot, taken just above
             if limits.must_wait if origin is None else limits.must_wait_for(origin):
                 req.first_timeout = None
                 req.rated = await self._admit(limits, req)
-            begun = time.monotonic()
-            status, headers, raw = await self._send(http, req, token)
+            left = True  # for the rate: whether the request may have reached the service
+            try:  # the rate charge and the shared admission, taken just above (when req.rated)
+                begun = time.monotonic()
+                status, headers, raw = await self._send(http, req, token, body)
+            except BaseException as exc:
+                left = _may_have_left(exc)
+                raise
+            finally:
+                if req.rated:  # not reported by the send itself (its headers going out, or its answer coming)
+                    self._stamp(req, left)
         finally:
             limits.leave()
         return await self._conclude(req, attempt, status, headers, raw, token, generation, begun, refreshed)
+
+    async def _prepare(self, req: _Request) -> _Body:
+        """The body of one attempt and the headers that describe it, made before any limit is taken: the JSON
+        (encrypted into a JWE envelope when asked, in a worker thread for a large one) or a fresh stream.
+
+        The encryption counts in the call's time budget: past its deadline the call fails as not sent
+        (:class:`RequestTimeout`, ``sent=False``), and the prebuilt first timeout no longer stands for what is
+        left. Judgement call: the worker thread cannot be stopped; it finishes in the background and its
+        envelope is dropped."""
+        payload = req.payload
+        if payload is not None:
+            headers = {"Content-Type": "application/json"}
+            if req.encrypt:
+                req.first_timeout = None  # time passes while encrypting: compute what is left
+                payload = await self._within(req, self._encrypt(payload), "the request body's encryption")
+                headers[C.H_ENCRYPTION] = "JWE"
+            if len(payload) <= _LARGE_BODY:
+                return payload, headers
+            # a large body as a file-like object: aiohttp warns (ResourceWarning) for bytes over 1 MiB, which is an
+            # error in an application run with -W error; its encoding took time too: compute what is left
+            req.first_timeout = None
+            return io.BytesIO(payload), headers
+        assert req.body is not None
+        stream = req.body() if callable(req.body) else req.body
+        headers = dict(stream.headers)
+        headers["Content-Type"] = stream.content_type
+        headers["Content-Length"] = str(stream.size)
+        return stream.factory(), headers  # an async generator: nothing opened until aiohttp reads it
 
     async def _conclude(
         self,
@@ -641,8 +684,11 @@ class Session:
         )
 
     async def _send(
-        self, http: aiohttp.ClientSession, req: _Request, token: str | None
+        self, http: aiohttp.ClientSession, req: _Request, token: str | None, body: _Body | None
     ) -> tuple[int, Mapping[str, str], bytes]:
+        """Send one attempt, its ``body`` prepared (:meth:`_prepare`); a request charged to the rate is reported
+        sent here when its headers go out (the client's own session) or its answer comes (a caller's session). Any
+        other report is its caller's (:meth:`_attempt`)."""
         if req.foreign:  # another origin: nothing of ours goes there
             headers = {"User-Agent": USER_AGENT, **req.headers}
         elif token is None:  # token calls bring their own headers
@@ -650,22 +696,9 @@ class Session:
         else:
             headers = self._headers(token, req.headers)
         data: Any = None
-        if req.payload is not None:
-            payload = req.payload
-            if req.encrypt:
-                payload = await self._encrypt(payload)
-                headers[C.H_ENCRYPTION] = "JWE"
-            # a large body as a file-like object: aiohttp warns (ResourceWarning) for bytes over 1 MiB, which is an
-            # error in an application run with -W error
-            data = payload if len(payload) <= _LARGE_BODY else io.BytesIO(payload)
-            headers["Content-Type"] = "application/json"
-        elif req.body is not None:
-            stream = req.body() if callable(req.body) else req.body
-            headers.update(stream.headers)
-            headers["Content-Type"] = stream.content_type
-            headers["Content-Length"] = str(stream.size)
-            data = stream.factory()
-        left = True  # for the rate: whether the request may have reached the service
+        if body is not None:
+            data, described = body
+            headers.update(described)
         try:
             async with self._exchange(
                 http,
@@ -691,18 +724,11 @@ class Session:
                     resp.headers,
                     await _read_capped(resp, self.config.max_response_size, req.operation),
                 )
-        except _Overdue:  # the budget ran out before the request was made: not sent
-            left = False
-            raise
         except _SEND_ERRORS as exc:
             error = self._failure(exc, req.operation, req.url, http)
             if error is None:
                 raise
-            left = not isinstance(error, TransportError) or error.sent
             raise error from _cause(exc, req.url)
-        finally:
-            if req.rated:
-                self._stamp(req, left)
 
     def _stamp(self, req: _Request, sent: bool) -> None:
         """Report a request charged to the rate as sent (now) or as never sent (once per attempt)."""
@@ -908,6 +934,9 @@ class _Request:
 #: Bytes above which a JSON body is handed to aiohttp as a file-like object (aiohttp's own warning threshold).
 _LARGE_BODY: Final = 1 << 20
 
+#: An attempt's body as :meth:`Session._prepare` makes it: what aiohttp sends, and the headers that describe it.
+_Body = tuple[Any, dict[str, str]]
+
 #: Methods whose success may come with an empty body (the service answers PATCH and DELETE with 200 and nothing).
 _EMPTY_OK = frozenset({"DELETE", "PATCH"})
 
@@ -920,6 +949,13 @@ class _Overdue(RequestTimeout):
 
 def _public(exc: _Overdue) -> RequestTimeout:
     return RequestTimeout(str(exc), sent=False)
+
+
+def _may_have_left(exc: BaseException) -> bool:
+    """Whether an attempt that raised ``exc`` may have reached the service (for the rate: reported sent, not
+    unsent). Only a transport error that says so (``sent=False``: a refused connection, an overdue call) did not;
+    a cancellation may have come after the request left, so it counts as sent (the safe side for a rate)."""
+    return not isinstance(exc, TransportError) or exc.sent
 
 
 def _retryable(

@@ -9,8 +9,8 @@ import attrs
 
 from .. import _constants as C
 from .._config import NOT_GIVEN, NotGiven, optional_header_value, pick
-from .._retry import RetryPolicy
-from ..errors import AbhaError, ApiError, InvalidRequest, OutcomeUnknown, PaginationError, TransportError
+from .._retry import RetryPolicy, settled
+from ..errors import ApiError, InvalidRequest, OutcomeUnknown, PaginationError, TransportError
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -151,9 +151,11 @@ class Resource:
         server error: the caller must check, or ask the person, before trying again. Unknown are:
 
         * a timeout or reset after the request left;
-        * a 5XX without the service's own error body, and any 502, 503 or 504 (a gateway or an upstream answered,
-          with or without a body of its own: the service behind it may have acted);
-        * an ABHA error body at a 5XX whose code does not settle it (see :func:`settled`).
+        * a 5XX without the service's own error body;
+        * a 502, 503 or 504 (a gateway or an upstream answered, with or without a JSON body of its own: the service
+          behind it may have acted), unless its body is an ABHA error body whose code the vendor documents as a
+          refusal (``_retry.DOCUMENTED_REFUSAL_CODES``);
+        * an ABHA error body at a 5XX whose code does not settle it (see :func:`~health_async._retry.settled`).
 
         Definite, raised as they are: a 4XX (including 429) and an ABHA error body with a code that settles it
         (a wrong OTP, a rate limit or block, "address exists", ... even though ABDM sends them with HTTP 500).
@@ -181,20 +183,3 @@ class Resource:
                 "effect; it was not repeated. Check before trying again",
                 operation=operation,
             ) from exc
-
-
-#: ABDM codes that do not say whether a request took effect (from the vendor's ``abha-errors.mdx``): a timeout,
-#: an unknown exception, a dependency or a HIP that did not answer.
-UNSETTLING_ABDM_CODES = frozenset({"ABDM-1007", "ABDM-1019", "ABDM-1402", "ABDM-9999"})
-
-
-def settled(exc: ApiError) -> bool:
-    """Whether an error answer says for sure that a call did not take effect: any 4XX; at a 5XX (a 502, 503 or 504
-    included, where a gateway or an upstream may answer for a service that acted) only the service's own ABHA
-    error body with a code that is its definite word (not one of :data:`UNSETTLING_ABDM_CODES`)."""
-    if exc.status < 500:
-        return True
-    if not isinstance(exc, AbhaError):
-        return False
-    code = exc.source_code
-    return code is not None and code not in UNSETTLING_ABDM_CODES

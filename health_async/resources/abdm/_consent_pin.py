@@ -35,7 +35,7 @@ from ... import _routes as R
 from ..._abha_input import normalize_otp, normalize_txn_id
 from ..._checks import checked
 from ..._config import NOT_GIVEN, NotGiven, pick
-from ..._retry import RetryPolicy
+from ..._retry import RetryPolicy, settled
 from ..._wire import structure
 from ...errors import (
     AbhaError,
@@ -48,7 +48,6 @@ from ...errors import (
 )
 from ...models.abdm._consents import PinOtpSent, PinResetStep, PinScope, parse_pin_exists
 from .._abdm_errors import abha_refusal, not_on_500
-from .._base import settled
 from .._flow import Clock, GuidedFlow, field, open_state, time_field
 from ._base import AbdmBase
 
