@@ -36,6 +36,7 @@ from redis.backoff import NoBackoff
 from .errors import InvalidArgumentType, InvalidRequest, TransportError
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_NAME",
     "DEFAULT_REPORT_DELAY",
     "DEFAULT_SOCKET_TIMEOUT",
@@ -63,6 +64,10 @@ DEFAULT_REPORT_DELAY: Final = 0.02
 #: Connect and command timeout (seconds) of a Redis client built from a URL: a Redis that does not answer fails a
 #: call within this long even when the call has no deadline of its own.
 DEFAULT_SOCKET_TIMEOUT: Final = 2.0
+
+#: Most connections to Redis of a limiter or store built from a URL; more concurrent calls wait for one (within
+#: :data:`DEFAULT_SOCKET_TIMEOUT` and the call's deadline).
+DEFAULT_MAX_CONNECTIONS: Final = 16
 
 #: Seconds between polls when only requests admitted but not reported yet fill the window (their reports come
 #: within :data:`DEFAULT_REPORT_DELAY` of their answer, so this is short).
@@ -145,14 +150,18 @@ def _connect(client: str | aioredis.Redis, owner: str) -> tuple[aioredis.Redis, 
     """The Redis client to use, and whether we own it (built from a URL: then closed by ``aclose``)."""
     if isinstance(client, str):
         try:
-            built = aioredis.Redis.from_url(
+            # a bounded pool whose callers wait for a connection (a plain pool opens one per concurrent call)
+            pool = aioredis.BlockingConnectionPool.from_url(
                 client,
+                max_connections=DEFAULT_MAX_CONNECTIONS,
+                timeout=DEFAULT_SOCKET_TIMEOUT,
                 socket_connect_timeout=DEFAULT_SOCKET_TIMEOUT,
                 socket_timeout=DEFAULT_SOCKET_TIMEOUT,
                 # one immediate retry: the first command on a connection that a Redis restart closed fails, the
                 # retry opens a new one; no backoff, the caller's deadline and RetryPolicy do the waiting
                 retry=Retry(NoBackoff(), 1),
             )
+            built = aioredis.Redis.from_pool(pool)
         except ValueError:  # the message may quote the URL
             raise InvalidRequest(f"{owner}: not a Redis URL (redis://, rediss:// or unix://)") from None
         return built, True
@@ -214,8 +223,9 @@ class RedisLimiter:
 
     Args:
         redis: a URL (``redis://[[user]:password@]host:port/db``, ``rediss://``, ``unix://``; this limiter then
-            owns the connection pool and :meth:`aclose` closes it) or a ``redis.asyncio.Redis`` that you own and
-            close (its timeouts and retries are yours: keep them short).
+            owns a pool of at most :data:`DEFAULT_MAX_CONNECTIONS` connections and :meth:`aclose` closes it) or a
+            ``redis.asyncio.Redis`` that you own and close (its timeouts, retries and pool are yours: keep the
+            timeouts short, and use a ``BlockingConnectionPool``).
         rate_limit: requests per second for the whole account, or ``None`` to share only the pause.
         name: the key prefix: sharers with the same Redis and name share one rate and one pause. Keys are
             ``{name}:rate:sent``, ``{name}:rate:held``, ``{name}:pause`` (the braces put them in one Redis Cluster
@@ -284,7 +294,7 @@ class RedisLimiter:
         (a ``time.monotonic()`` instant): ``False`` at once, holding nothing, when the wait would end after it.
 
         Raises:
-            RedisUnavailable: Redis could not be used (nothing was sent).
+            RedisUnavailable: Redis could not be used, or this limiter is closed (nothing was sent).
         """
         if self._closed:
             raise RedisUnavailable("RedisLimiter: closed")
