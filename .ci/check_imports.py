@@ -72,6 +72,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     # the receivers answer ABDM's webhooks with a client's calls
     ("receivers", ["webhooks", "webhooks.*"]),
     ("applications", ["ingest", "ingest.*", "testing", "testing.*", "_demo", "_cli", "_cli.*", "cli", "__main__"]),
+    # shared state for several workers (an optional extra): implements the client's SharedLimiter and the
+    # receivers' SeenStore, and is imported by neither
+    ("shared state", ["redis"]),
 ]
 
 #: The named exceptions to the layer order: ``(importer pattern, imported pattern, kind, reason)``.

@@ -62,6 +62,7 @@ REFERENCE: list[tuple[str, list[str]]] = [
     ),
     ("reference/webhooks.md", ["health_async.webhooks"]),
     ("reference/fhir.md", ["health_async.fhir"]),
+    ("reference/redis.md", ["health_async.redis"]),
     ("reference/testing.md", ["health_async.testing", "health_async.testing.pytest_plugin"]),
     ("reference/ingest.md", ["health_async.ingest"]),
     ("reference/jwe.md", ["health_async.jwe"]),

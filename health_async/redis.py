@@ -1,0 +1,527 @@
+"""Many workers, one account: the rate limit, the ``Retry-After`` pause and webhook de-duplication shared through
+Redis, for a backend that runs several processes (web workers, often on several machines) with one client id.
+
+An optional extra: ``pip install 'health_async[redis]'`` (redis-py's asyncio client). ``import health_async`` never
+imports this module, nor redis.
+
+* :class:`RedisLimiter`: a :class:`~health_async.SharedLimiter` for ``HealthClient(limiter=...)``: one request rate
+  and one ``Retry-After`` pause for every process that uses the same Redis and ``name``.
+* :class:`RedisSeenStore`: a :class:`~health_async.webhooks.SeenStore` whose entries expire on the server, so a
+  webhook redelivered to another worker is recognised as a replay.
+* :class:`RedisUnavailable`: what both raise when Redis cannot be reached (a
+  :class:`~health_async.errors.TransportError` with ``sent=False``: nothing was sent to the service).
+
+The ingest Ray engine keeps its own coordinator (an actor): Redis is the choice for web backends, Ray's for Ray jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import math
+import secrets
+import time
+from collections import deque
+from collections.abc import Awaitable
+from typing import Final, TypeVar
+
+import redis.asyncio as aioredis
+import redis.exceptions
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from .errors import InvalidArgumentType, InvalidRequest, TransportError
+
+__all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_NAME",
+    "DEFAULT_REPORT_DELAY",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "DEFAULT_UNREPORTED_TTL",
+    "RedisLimiter",
+    "RedisSeenStore",
+    "RedisUnavailable",
+]
+
+T = TypeVar("T")
+
+logger = logging.getLogger("health_async.redis")
+
+#: The default ``name``: every key of a limiter or a seen store starts with ``{name}:``.
+DEFAULT_NAME: Final = "health_async"
+
+#: Seconds a request admitted by a :class:`RedisLimiter` but not yet reported sent or unsent is counted at most: a
+#: process that dies with requests admitted frees their places after this long.
+DEFAULT_UNREPORTED_TTL: Final = 60.0
+
+#: Seconds a :class:`RedisLimiter` keeps a sent/unsent report waiting for the next acquire to carry it, before it
+#: sends it on its own (see :class:`RedisLimiter`, "Round trips").
+DEFAULT_REPORT_DELAY: Final = 0.02
+
+#: Connect and command timeout (seconds) of a Redis client built from a URL: a Redis that does not answer fails a
+#: call within this long even when the call has no deadline of its own.
+DEFAULT_SOCKET_TIMEOUT: Final = 2.0
+
+#: Most connections to Redis of a limiter or store built from a URL; more concurrent calls wait for one (within
+#: :data:`DEFAULT_SOCKET_TIMEOUT` and the call's deadline).
+DEFAULT_MAX_CONNECTIONS: Final = 16
+
+#: Seconds between polls when only requests admitted but not reported yet fill the window (their reports come
+#: within :data:`DEFAULT_REPORT_DELAY` of their answer, so this is short).
+_POLL: Final = 0.02
+
+#: The errors of a Redis call that mean "Redis cannot be used now" (its own, and the socket's).
+_REDIS_ERRORS: Final = (redis.exceptions.RedisError, OSError)
+
+# The limiter, in one script run atomically by the server, on the server's clock (TIME, microseconds as integers:
+# exact in a double up to 2**53). KEYS: sent (zset member -> when it was sent), held (zset member -> when its
+# admission expires unreported), pause (the end of the shared pause). ARGV[1] the mode: "a" acquire, "r" only the
+# reports, "p" pause. Reports: ARGV[6] their count, then (member, age in microseconds or -1 for unsent) pairs; a
+# sent request is stamped at the server's now less its age as measured by the reporter, so no clock is compared
+# across machines (the stamp errs late by the report's one-way trip: the safe side).
+_SCRIPT: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local mode = ARGV[1]
+if mode == 'p' then
+  local untl = now + tonumber(ARGV[2])
+  local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
+  if untl > cur then
+    redis.call('SET', KEYS[3], string.format('%.0f', untl), 'PX', math.ceil(tonumber(ARGV[2]) / 1000) + 1000)
+  end
+  return {1, 0}
+end
+local n = tonumber(ARGV[2])
+local w = tonumber(ARGV[3])
+local reports = tonumber(ARGV[6])
+for i = 0, reports - 1 do
+  local m = ARGV[7 + 2 * i]
+  local age = tonumber(ARGV[8 + 2 * i])
+  redis.call('ZREM', KEYS[2], m)
+  if age >= 0 and age < w then
+    redis.call('ZADD', KEYS[1], now - age, m)
+  end
+end
+if reports > 0 then
+  redis.call('PEXPIRE', KEYS[1], math.ceil(w / 1000) + 1000)
+end
+if mode == 'r' then
+  return {1, 0}
+end
+local pause = tonumber(redis.call('GET', KEYS[3]) or '0')
+if pause > now then
+  return {0, pause - now}
+end
+if n == 0 then
+  return {1, 0}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - w)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local count = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+if count < n then
+  local ttl = tonumber(ARGV[4])
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
+  redis.call('PEXPIRE', KEYS[2], math.ceil(ttl / 1000) + 1000)
+  return {1, 0}
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if oldest[2] then
+  return {0, tonumber(oldest[2]) + w - now}
+end
+return {0, -1}
+"""
+_SHA: Final = hashlib.sha1(_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+
+
+class RedisUnavailable(TransportError):
+    """Redis could not be reached, did not answer in time, or refused a command (a
+    :class:`~health_async.errors.TransportError`, ``sent=False``: nothing went to the service, so the client's
+    :class:`~health_async.RetryPolicy` retries it within the call's deadline, and a call made once Redis is back
+    goes through). The message names the Redis error's type only, never the URL (it may hold a password)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, sent=False)
+
+
+def _connect(client: str | aioredis.Redis, owner: str) -> tuple[aioredis.Redis, bool]:
+    """The Redis client to use, and whether we own it (built from a URL: then closed by ``aclose``)."""
+    if isinstance(client, str):
+        try:
+            # a bounded pool whose callers wait for a connection (a plain pool opens one per concurrent call)
+            pool = aioredis.BlockingConnectionPool.from_url(
+                client,
+                max_connections=DEFAULT_MAX_CONNECTIONS,
+                timeout=DEFAULT_SOCKET_TIMEOUT,
+                socket_connect_timeout=DEFAULT_SOCKET_TIMEOUT,
+                socket_timeout=DEFAULT_SOCKET_TIMEOUT,
+                # one immediate retry: the first command on a connection that a Redis restart closed fails, the
+                # retry opens a new one; no backoff, the caller's deadline and RetryPolicy do the waiting
+                retry=Retry(NoBackoff(), 1),
+            )
+            built = aioredis.Redis.from_pool(pool)
+        except ValueError:  # the message may quote the URL
+            raise InvalidRequest(f"{owner}: not a Redis URL (redis://, rediss:// or unix://)") from None
+        return built, True
+    if isinstance(client, aioredis.Redis):
+        return client, False
+    raise InvalidArgumentType(f"{owner}: redis must be a URL or a redis.asyncio.Redis")
+
+
+def _check_name(name: object, owner: str) -> str:
+    if not isinstance(name, str) or not name or "{" in name or "}" in name:
+        raise InvalidRequest(f"{owner}: name must be a non-empty string without braces")
+    return name
+
+
+async def _call(what: str, call: Awaitable[T]) -> T:
+    """``call`` (a Redis command), its failures as :class:`RedisUnavailable`; a cancellation goes through."""
+    try:
+        return await call
+    except _REDIS_ERRORS as exc:
+        raise RedisUnavailable(f"{what}: Redis cannot be used: {type(exc).__name__}") from None
+
+
+class RedisLimiter:
+    """A :class:`~health_async.SharedLimiter` backed by Redis: one request rate and one ``Retry-After`` pause for
+    every process (on every machine) that uses the same Redis and ``name``.
+
+    ``HealthClient(limiter=RedisLimiter("redis://redis:6379/0", rate_limit=20))`` in each worker: together they
+    send at most ``rate_limit`` requests per second to the service's API, and a 429/503 with ``Retry-After`` that
+    any of them gets holds back all of them.
+
+    **The rate** is held in every one-second window *as the service counts arrivals*, with the rule of the client's
+    own ``rate_limit`` (:class:`~health_async._limits.Limits`): a request is admitted only when fewer than
+    ``max(1, floor(rate_limit))`` requests were sent in the last ``max(1, floor(rate_limit)) / rate_limit`` seconds,
+    counting those admitted but not reported yet as sent now. The client reports each request when it really left
+    (``sent``) or that it never did (``unsent``), so a slow connect shifts the requests behind it instead of
+    bunching them. Everything is decided by one Lua script, atomically, on **the Redis server's clock** (``TIME``):
+    the machines' clocks are never compared, so skew between them does not matter; a report carries how long ago
+    its request left, measured on the reporter's monotonic clock.
+
+    **The pause**: :meth:`pause` holds this process back at once and sets the shared pause on the server (in the
+    background: ``pause`` is not a coroutine); every sharer's next admission waits for it.
+
+    **Deadlines**: :meth:`acquire` returns ``False`` at once when the wait (the pause, or the oldest request
+    leaving the window) would end after the call's deadline; the client also stops any wait at the deadline.
+
+    **Round trips**: an admission with nothing to wait for is one ``EVALSHA``. The sent/unsent reports ride on the
+    next admission's script of this process; one that no admission picks up within ``report_delay`` seconds is
+    sent by itself (off the request's path: nobody waits for it). So a busy worker makes one round trip per
+    request, and an idle one at most two. Waiters of one process queue here in arrival order and only the first
+    asks Redis, so a full window costs each process one poll at a time, not one per waiting request.
+
+    **When Redis cannot be reached** (judgement call: an error, not a silent fallback): an admission fails with
+    :class:`RedisUnavailable`, a ``TransportError`` with ``sent=False``, within the call's deadline (and within
+    :data:`DEFAULT_SOCKET_TIMEOUT` for a client built from a URL). The client's retry policy retries it like a
+    refused connection; the limiter holds no state that a Redis outage breaks, so calls go through again as soon
+    as Redis is back (a restarted Redis starts with an empty window: the rate may be exceeded once, for one
+    window, by what was sent just before the restart). Falling back to a per-process limit instead would multiply
+    the account's rate by the number of workers without anyone noticing, until the service answers 429s.
+
+    Args:
+        redis: a URL (``redis://[[user]:password@]host:port/db``, ``rediss://``, ``unix://``; this limiter then
+            owns a pool of at most :data:`DEFAULT_MAX_CONNECTIONS` connections and :meth:`aclose` closes it) or a
+            ``redis.asyncio.Redis`` that you own and close (its timeouts, retries and pool are yours: keep the
+            timeouts short, and use a ``BlockingConnectionPool``).
+        rate_limit: requests per second for the whole account, or ``None`` to share only the pause.
+        name: the key prefix: sharers with the same Redis and name share one rate and one pause. Keys are
+            ``{name}:rate:sent``, ``{name}:rate:held``, ``{name}:pause`` (the braces put them in one Redis Cluster
+            slot).
+        unreported_ttl: seconds an admitted request is counted before its report at most (a process that died
+            frees its places after this long); default :data:`DEFAULT_UNREPORTED_TTL`.
+        report_delay: seconds a report waits for an admission to carry it; default :data:`DEFAULT_REPORT_DELAY`.
+
+    Use it from one event loop (the client's), and ``await limiter.aclose()`` (or ``async with``) when done.
+    """
+
+    def __init__(
+        self,
+        redis: str | aioredis.Redis,
+        *,
+        rate_limit: float | None = None,
+        name: str = DEFAULT_NAME,
+        unreported_ttl: float = DEFAULT_UNREPORTED_TTL,
+        report_delay: float = DEFAULT_REPORT_DELAY,
+    ) -> None:
+        owner = "RedisLimiter"
+        if rate_limit is not None and (
+            isinstance(rate_limit, bool)
+            or not isinstance(rate_limit, int | float)
+            or not math.isfinite(rate_limit)
+            or rate_limit <= 0
+        ):
+            raise InvalidRequest(f"{owner}: rate_limit must be > 0 requests per second, or None")
+        for label, value in (("unreported_ttl", unreported_ttl), ("report_delay", report_delay)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+                raise InvalidRequest(f"{owner}: {label} must be a number of seconds >= 0")
+        if unreported_ttl <= 0:
+            raise InvalidRequest(f"{owner}: unreported_ttl must be > 0 seconds")
+        self.name = _check_name(name, owner)
+        self.rate_limit = None if rate_limit is None else float(rate_limit)
+        self._redis, self._owned = _connect(redis, owner)
+        self._keys = (f"{{{self.name}}}:rate:sent", f"{{{self.name}}}:rate:held", f"{{{self.name}}}:pause")
+        count = max(1, int(rate_limit)) if rate_limit is not None else 0
+        window = count / rate_limit if rate_limit is not None else 0.0
+        # the script's fixed arguments: the window's count and length, the unreported TTL (microseconds)
+        self._fixed = (str(count), str(math.ceil(window * 1e6)), str(math.ceil(unreported_ttl * 1e6)))
+        self._report_delay = float(report_delay)
+        self._prefix = secrets.token_hex(6)  # this limiter's members: unique across processes
+        self._ids = itertools.count()
+        self._held: deque[str] = deque()  # admitted here, not reported yet (oldest first)
+        self._reports: list[tuple[str, float | None]] = []  # (member, when it was sent; None: unsent), to send
+        self._flush_timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue = asyncio.Lock()  # waiters of this process, in arrival order
+        self._paused_until = 0.0  # the pause this process knows of (time.monotonic())
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"RedisLimiter(name={self.name!r}, rate_limit={self.rate_limit!r})"
+
+    async def __aenter__(self) -> RedisLimiter:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    # ---------------------------------------------------------------- the SharedLimiter protocol
+
+    async def acquire(self, deadline: float | None = None) -> bool:
+        """Wait until one more request may be sent (the shared pause, the shared rate), but not past ``deadline``
+        (a ``time.monotonic()`` instant): ``False`` at once, holding nothing, when the wait would end after it.
+
+        Raises:
+            RedisUnavailable: Redis could not be used, or this limiter is closed (nothing was sent).
+        """
+        if self._closed:
+            raise RedisUnavailable("RedisLimiter: closed")
+        if not self._queue.locked():  # nobody of this process waits: try at once (the uncontended path)
+            admitted, wait = await self._try()
+            if admitted:
+                return True
+            if not self._fits(deadline, wait):
+                return False
+        else:
+            wait = 0.0
+        try:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            async with asyncio.timeout(remaining):
+                async with self._queue:
+                    while True:
+                        if wait > 0:
+                            await asyncio.sleep(wait)
+                        admitted, wait = await self._try()
+                        if admitted:
+                            return True
+                        if not self._fits(deadline, wait):
+                            return False
+        except TimeoutError:
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            raise
+
+    def pause(self, seconds: float) -> None:
+        """The service asked for a pause: hold this process back now, and every sharer through Redis (sent in the
+        background; a failure to reach Redis is logged, and this process still pauses)."""
+        if seconds <= 0 or self._closed:
+            return
+        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._spawn(self._send_pause(seconds))
+
+    def sent(self, at: float) -> None:
+        """A request admitted here left at ``at`` (``time.monotonic()``): count it from then."""
+        self._report(at)
+
+    def unsent(self) -> None:
+        """A request admitted here never left: free its place."""
+        self._report(None)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def aclose(self) -> None:
+        """Send the reports still waiting (best effort, within :data:`DEFAULT_SOCKET_TIMEOUT`), finish the
+        background sends, and close the connection pool if this limiter built it from a URL. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._reports:
+            self._spawn(self._flush())
+        if self._tasks:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DEFAULT_SOCKET_TIMEOUT):
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+            for task in self._tasks:
+                task.cancel()
+        if self._owned:
+            with contextlib.suppress(*_REDIS_ERRORS):
+                await self._redis.aclose()
+
+    # ---------------------------------------------------------------- machinery
+
+    def _fits(self, deadline: float | None, wait: float) -> bool:
+        return deadline is None or time.monotonic() + wait <= deadline
+
+    async def _try(self) -> tuple[bool, float]:
+        """One script run: carry the reports, then admit one request or say how long to wait (seconds)."""
+        local = self._paused_until - time.monotonic()
+        if local > 0:
+            return False, local
+        member = f"{self._prefix}:{next(self._ids)}"
+        reports = self._take_reports()
+        try:
+            granted, wait = await self._run(["a", *self._fixed, member], reports)
+        except BaseException:
+            self._give_back(reports)
+            # the script may have run before the failure (or the cancellation): forget the member if it did
+            self._reports.append((member, None))
+            self._schedule_flush()
+            raise
+        if granted:
+            if self.rate_limit is not None:
+                self._held.append(member)
+            else:  # nothing is counted without a rate: the reports that come are no-ops
+                self._held.append("")
+            return True, 0.0
+        return False, (_POLL if wait < 0 else wait / 1e6)
+
+    async def _run(self, argv: list[str], reports: list[tuple[str, float | None]]) -> tuple[int, int]:
+        """Run the script with ``argv`` (its mode and fixed arguments) and ``reports``: ``(admitted, wait in
+        microseconds)``."""
+        now = time.monotonic()
+        argv.append(str(len(reports)))
+        for member, at in reports:
+            argv.append(member)
+            argv.append("-1" if at is None else str(max(0, int((now - at) * 1e6))))
+        redis_client = self._redis
+        try:
+            try:
+                result = await redis_client.evalsha(_SHA, 3, *self._keys, *argv)
+            except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it (one trip too)
+                result = await redis_client.eval(_SCRIPT, 3, *self._keys, *argv)
+        except _REDIS_ERRORS as exc:
+            raise RedisUnavailable(f"RedisLimiter: Redis cannot be used: {type(exc).__name__}") from None
+        return int(result[0]), int(result[1])
+
+    def _report(self, at: float | None) -> None:
+        if not self._held:
+            return
+        member = self._held.popleft()
+        if not member or self._closed:  # nothing counted (no rate), or too late: its place expires by itself
+            return
+        self._reports.append((member, at))
+        self._schedule_flush()
+
+    def _take_reports(self) -> list[tuple[str, float | None]]:
+        reports, self._reports = self._reports, []
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        return reports
+
+    def _give_back(self, reports: list[tuple[str, float | None]]) -> None:
+        if reports:
+            self._reports[:0] = reports
+
+    def _schedule_flush(self) -> None:
+        if self._flush_timer is None and self._reports:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # reported outside a loop: the next acquire carries it
+                return
+            self._flush_timer = loop.call_later(self._report_delay, self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_timer = None
+        if self._reports:
+            self._spawn(self._flush())
+
+    async def _flush(self) -> None:
+        reports = self._take_reports()
+        if not reports:
+            return
+        try:
+            await self._run(["r", "0", self._fixed[1], "0", ""], reports)
+        except RedisUnavailable:
+            # kept for the next try; a report lost for good only keeps its place until its TTL (the safe side)
+            self._give_back(reports)
+            if not self._closed:
+                self._schedule_flush_later()
+            logger.warning("RedisLimiter: could not send request reports to Redis (kept for the next try)")
+
+    def _schedule_flush_later(self) -> None:
+        if self._flush_timer is None:
+            loop = asyncio.get_running_loop()
+            self._flush_timer = loop.call_later(max(self._report_delay, 0.5), self._flush_now)
+
+    async def _send_pause(self, seconds: float) -> None:
+        try:
+            await self._run(["p", str(math.ceil(seconds * 1e6))], [])
+        except RedisUnavailable:
+            logger.warning("RedisLimiter: could not share a Retry-After pause through Redis (this process pauses)")
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class RedisSeenStore:
+    """A :class:`~health_async.webhooks.SeenStore` in Redis: a webhook accepted by one worker is a replay for every
+    other worker using the same Redis and ``name``.
+
+    :meth:`add` is one ``SET key 1 NX PX ttl``: atomic on the server, and the entry expires on the server. The
+    time to live is ``expires_at`` less this process's clock, a duration, so skew between the machines' clocks
+    shifts an expiry by no more than the skew (the receivers' expiry is the signed time plus the tolerance, after
+    which the timestamp check refuses the webhook anyway). An ``expires_at`` already past is kept one millisecond.
+
+    When Redis cannot be reached, :meth:`add` and :meth:`discard` raise :class:`RedisUnavailable`: the receivers
+    then answer 500 and the service delivers the webhook again later (a webhook is never processed unchecked).
+
+    Args:
+        redis: a URL (this store owns the pool; :meth:`aclose` closes it) or a ``redis.asyncio.Redis`` you own.
+        name: the key prefix: keys are ``{name}:seen:<key>``.
+    """
+
+    def __init__(self, redis: str | aioredis.Redis, *, name: str = DEFAULT_NAME) -> None:
+        self.name = _check_name(name, "RedisSeenStore")
+        self._redis, self._owned = _connect(redis, "RedisSeenStore")
+        self._prefix = f"{{{self.name}}}:seen:"
+
+    def __repr__(self) -> str:
+        return f"RedisSeenStore(name={self.name!r})"
+
+    async def __aenter__(self) -> RedisSeenStore:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        """Record ``key`` until the unix time ``expires_at``: True when it was not there, False for a replay.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        ttl = max(1, math.ceil((expires_at - time.time()) * 1000))
+        result = await _call("RedisSeenStore", self._redis.set(self._prefix + key, b"1", nx=True, px=ttl))
+        return bool(result)
+
+    async def discard(self, key: str) -> None:
+        """Forget ``key``.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        await _call("RedisSeenStore", self._redis.delete(self._prefix + key))
+
+    async def aclose(self) -> None:
+        """Close the connection pool if this store built it from a URL."""
+        if self._owned:
+            with contextlib.suppress(*_REDIS_ERRORS):
+                await self._redis.aclose()

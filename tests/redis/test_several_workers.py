@@ -1,0 +1,125 @@
+"""Several worker processes, one account: each runs its own HealthClient with a RedisLimiter against one fake
+server in this process, which notes when each request arrives and from which worker (its user id). The rate holds
+in every one-second window as the server counts arrivals, and one worker's 429 holds back all of them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from health_async.testing import FakeHealthServer, Fault
+
+from .conftest import RedisServer
+
+WORKER = str(Path(__file__).with_name("_worker.py"))
+
+
+class TimedServer(FakeHealthServer):
+    """The fake server, noting each request's arrival (``time.monotonic()``), its worker (user id) and status."""
+
+    def __init__(self) -> None:
+        super().__init__(record=False)
+        self.arrivals: list[tuple[float, str, int]] = []
+
+    def make_app(self) -> web.Application:
+        app = super().make_app()
+
+        @web.middleware
+        async def timing(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            arrived = time.monotonic()
+            response = await handler(request)
+            self.arrivals.append((arrived, request.headers.get("X-Pt-Id", ""), response.status))
+            return response
+
+        app.middlewares.append(timing)
+        return app
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[TimedServer]:
+    timed = TimedServer()
+    async with timed:
+        yield timed
+
+
+def max_per_window(times: list[float], window: float = 1.0) -> int:
+    """The most arrivals in any window of ``window`` seconds."""
+    times = sorted(times)
+    best, lo = 0, 0
+    for hi, t in enumerate(times):
+        while times[lo] <= t - window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+async def run_workers(server: TimedServer, redis: RedisServer, name: str, **spec: Any) -> list[dict[str, int]]:
+    """Start one worker process per user of the fake (three), wait for all of them, return their summaries."""
+    procs = []
+    for user in server.data.user_ids:
+        worker_spec = {
+            "base_url": server.url,
+            "token": server.token,
+            "user_id": user,
+            "ids": list(server.data.documents[user])[:10],
+            "redis": redis.url,
+            "name": name,
+            **spec,
+        }
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable, WORKER, json.dumps(worker_spec), stdout=asyncio.subprocess.PIPE
+            )
+        )
+    summaries = []
+    for proc in procs:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0
+        summaries.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return summaries
+
+
+async def test_rate_held_in_every_window_across_worker_processes(
+    server: TimedServer, redis_server: RedisServer, name: str
+) -> None:
+    rate = 10.0
+    summaries = await run_workers(server, redis_server, name, rate=rate, requests=12, concurrency=3)
+    assert summaries == [{"ok": 12}] * 3
+    times = [t for t, _, _ in server.arrivals]
+    assert len(times) == 36
+    assert len({user for _, user, _ in server.arrivals}) == 3  # three workers really shared it
+    assert max_per_window(times) <= rate  # in EVERY one-second window, as the server counted arrivals
+    achieved = (len(times) - 1) / (max(times) - min(times))
+    assert achieved > rate * 0.7  # and the shared window does not starve them either
+
+
+async def test_retry_after_to_one_worker_holds_back_every_worker(
+    server: TimedServer, redis_server: RedisServer, name: str
+) -> None:
+    workers = asyncio.ensure_future(run_workers(server, redis_server, name, rate=60.0, seconds=3.5, concurrency=2))
+    deadline = time.monotonic() + 20
+    while len({user for _, user, _ in server.arrivals}) < 3:  # every worker is sending
+        assert time.monotonic() < deadline and not workers.done()
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)
+    server.inject("describe", Fault(status=429, retry_after=1, times=1))
+    summaries = await workers
+    t429, got_it, _ = next(a for a in server.arrivals if a[2] == 429)
+    during = [(t, user) for t, user, _ in server.arrivals if t429 + 0.2 < t < t429 + 0.9]
+    assert during == []  # nobody sent while the service's pause was on, not only the worker that got the 429
+    after = {user for t, user, _ in server.arrivals if t > t429 + 1.0}
+    assert after == set(server.data.user_ids)  # and all of them went on afterwards
+    assert {user for t, user, _ in server.arrivals if t < t429} == set(server.data.user_ids)
+    assert sum(s.get("ok", 0) for s in summaries) > 0
+    assert all(set(s) == {"ok"} for s in summaries)  # the 429 was retried after the pause: no call failed
+    assert got_it in server.data.user_ids
