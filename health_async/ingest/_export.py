@@ -36,6 +36,9 @@ column           type    meaning
 ``verified``     bool    the value was verified by a person (the report's ``verified`` list)
 ===============  ======  ==============================================================================
 
+Both tables are health data: each is created readable and writable by its owner only (mode 0600, whatever the
+umask), also when it replaces an earlier export.
+
 Formats, chosen by ``format`` or else by the suffix of ``to`` (``.csv``, ``.parquet``; anything else is
 :class:`~health_async.errors.InvalidRequest` before anything is written): ``csv`` writes ``to`` (documents) and,
 beside it, ``<stem>.items.csv`` (report items), with the standard library (UTF-8, a header row, ``csv``'s
@@ -76,7 +79,7 @@ from .. import _json
 from .._wire import epoch_datetime
 from ..errors import IngestOutputError, InvalidRequest
 from ..models import ResultFlag
-from ._journal import check_path, read_connection
+from ._journal import check_path, open_private, read_connection
 
 __all__ = [
     "BATCH",
@@ -349,12 +352,18 @@ def _published(*paths: Path) -> Iterator[tuple[Path, ...]]:
         raise
 
 
+def _private_opener(path: str, flags: int) -> int:
+    """``open``'s opener for a table's ``.partial`` file: created (or truncated) private, mode 0600 whatever the
+    umask, so the published table is its owner's only, as the journal and the output it is made from are."""
+    return open_private(path, flags, replace=True)[0]
+
+
 def _write_csv(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:
     n_docs = n_items = 0
     with _published(target, items_path) as (doc_tmp, item_tmp):
         with (
-            open(doc_tmp, "w", newline="", encoding="utf-8") as d,
-            open(item_tmp, "w", newline="", encoding="utf-8") as i,
+            open(doc_tmp, "w", newline="", encoding="utf-8", opener=_private_opener) as d,
+            open(item_tmp, "w", newline="", encoding="utf-8", opener=_private_opener) as i,
         ):
             doc_writer, item_writer = csv.writer(d), csv.writer(i)
             doc_writer.writerow(DOCUMENT_COLUMNS)
@@ -379,8 +388,10 @@ def _write_parquet(target: Path, items_path: Path, batches: Iterator[tuple[list[
     n_docs = n_items = 0
     with _published(target, items_path) as (doc_tmp, item_tmp):
         with (
-            pq.ParquetWriter(doc_tmp, doc_schema) as doc_writer,
-            pq.ParquetWriter(item_tmp, item_schema) as item_writer,
+            open(doc_tmp, "wb", opener=_private_opener) as doc_file,
+            open(item_tmp, "wb", opener=_private_opener) as item_file,
+            pq.ParquetWriter(doc_file, doc_schema) as doc_writer,
+            pq.ParquetWriter(item_file, item_schema) as item_writer,
         ):
             for doc_rows, item_rows in batches:
                 for writer, schema, rows in ((doc_writer, doc_schema, doc_rows), (item_writer, item_schema, item_rows)):
