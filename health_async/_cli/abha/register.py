@@ -1019,7 +1019,12 @@ async def _next_run(
         emit({"step": None, "error": _error(exc, secrets)})
         return 1
     except InvalidRequest as exc:  # FlowStateInvalid (changed, another key), a state of another version: kept
-        emit({"step": None, "error": _error(exc, secrets)})
+        problem = _error(exc, secrets)
+        problem["message"] += (
+            f"; to start over, delete the state file (nothing of it can be used) and run the first step again "
+            f"with {_START_INPUT[_start_kind(args)]}"
+        )
+        emit({"step": None, "error": problem})
         return 1
     expected = _FLOW_OF[(args.abha_command, bool(getattr(args, "mobile", False)))]
     if type(flow) is not expected:
