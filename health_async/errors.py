@@ -646,13 +646,16 @@ _OTP_MISMATCH_CODES = frozenset({"ABDM-1035", "MIS-1013"})
 _ABHA_CODE = re.compile(r"[A-Z]{2,10}-\d{1,6}")
 # What the service's ``error`` text may carry about the person ("... claimed by the mobile number: 98...")
 _PERSONAL = re.compile(r"\S*@\S+|\+?\d[\d\s-]{4,}\d")
+# Control characters (a newline would forge a log line; an escape sequence would rewrite a terminal)
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
 
 
 def redacted(text: str, limit: int = 200) -> str:
-    """The service's free text, fit for a message: what looks personal (an e-mail or ABHA address, a run of digits
-    such as a mobile or Aadhaar number) replaced by ``[redacted]``, cut to ``limit`` characters. Judgement call: a
-    name in the text is not recognised; the text is shown because it is what tells the user what went wrong."""
-    return _PERSONAL.sub("[redacted]", text)[:limit]
+    """The service's free text, fit for a message: control characters made spaces, what looks personal (an e-mail
+    or ABHA address, a run of digits such as a mobile or Aadhaar number) replaced by ``[redacted]``, cut to
+    ``limit`` characters. Judgement call: a name in the text is not recognised; the text is shown because it is
+    what tells the user what went wrong."""
+    return _PERSONAL.sub("[redacted]", _CONTROL_CHARS.sub(" ", text)).strip()[:limit]
 
 
 def _abha_code(value: Any) -> str | None:
@@ -685,6 +688,11 @@ def _abha_error(status: int, body: Mapping[str, Any], operation: str, where: str
         message += f" {source_code}"
     if isinstance(text, str) and text:
         message += f": {redacted(text)}"
+    # ABDM's own words ("Data already exists"): the body's ``error`` is often only "Something went wrong"
+    said = source.get("message")
+    said = redacted(said, 120) if isinstance(said, str) else ""
+    if said and said != (redacted(text) if isinstance(text, str) else ""):
+        message += f" ({said})" if isinstance(text, str) and text else f": {said}"
     if issubclass(cls, AbhaBlocked):
         message += " (try again after 24 hours; not retried)"
     elif issubclass(cls, AbhaRateLimited):

@@ -13,7 +13,20 @@ from typing import IO, Protocol, TypeVar
 
 from ..errors import InvalidRequest
 
-__all__ = ["MAX_IDLE_ANSWERS", "Conversation", "GiveUp", "Prompt", "checkpoint", "default_prompt"]
+__all__ = [
+    "EXIT_NO_TERMINAL",
+    "MAX_IDLE_ANSWERS",
+    "Conversation",
+    "GiveUp",
+    "Prompt",
+    "checkpoint",
+    "default_prompt",
+    "refuse_without_terminal",
+]
+
+#: The exit status of an interactive command run with a stdin that is not a terminal: bad usage (nothing asked or
+#: sent).
+EXIT_NO_TERMINAL = 2
 
 #: Answers that do not move the flow on (bad input, a refused resend, a wrong OTP) before the command gives up.
 MAX_IDLE_ANSWERS = 8
@@ -39,6 +52,32 @@ def default_prompt(question: str, *, secret: bool = False) -> str:
     if not line:
         raise EOFError
     return line.rstrip("\r\n")
+
+
+def _is_terminal(stream: IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):  # a closed stdin
+        return False
+
+
+def refuse_without_terminal(prompt: Prompt, err: IO[str], label: str, instead: str) -> int | None:
+    """:data:`EXIT_NO_TERMINAL`, after one line on ``err`` saying what to do ``instead``, when ``prompt`` is the
+    terminal's (:func:`default_prompt`) and stdin is not a terminal (a pipe, a file, ``/dev/null``); ``None``
+    otherwise. Nothing is asked or sent then.
+
+    Judgement call: without a terminal, :func:`getpass.getpass` reads the secret from stdin all the same, after a
+    ``GetPassWarning`` naming the path of Python's ``getpass.py``, and would echo it where stdin is a terminal's
+    other end; a script that pipes answers into the interactive mode also breaks on the first change of its
+    questions. So the interactive mode refuses and names the mode made for scripts."""
+    if prompt is not default_prompt or _is_terminal(sys.stdin):
+        return None
+    err.write(
+        f"{label}: stdin is not a terminal, and this command asks its questions on one (numbers, OTPs and PINs "
+        f"without echo); nothing was asked or sent. {instead}\n"
+    )
+    err.flush()
+    return EXIT_NO_TERMINAL
 
 
 class GiveUp(Exception):

@@ -11,6 +11,8 @@
     health-async ingest status --journal ingest.db
     health-async ingest export --journal ingest.db --to results.parquet|results.csv [--format csv|parquet]
 
+A journal belongs to one input file: a run with another input is refused (exit 2; see ``IngestJob``).
+
 The job builds its own client(s) (from the connection flags and the environment), so ``ingest`` is in
 :data:`NO_CLIENT`. Exit status: 0 when every item is done, 1 when any failed or is of unknown outcome, 2 for a
 bad input or journal (one line on stderr), 130 on Ctrl-C and 143 on SIGTERM (after the results received are
@@ -25,8 +27,10 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ..errors import InvalidRequest
 from ._output import Command, in_flight, positive_number, write_json
 
 if TYPE_CHECKING:
@@ -84,8 +88,13 @@ async def cmd_ingest(client: Any, args: argparse.Namespace, *, err: IO[str] | No
 
     stream = err or sys.stderr
     if args.ingest_command == "export":
+        if args.format is None and Path(args.to).suffix.lower() not in (".csv", ".parquet"):
+            raise InvalidRequest("export writes .csv or .parquet: give --to a name with that suffix, or --format")
         documents, items = await IngestJob.export(args.journal, args.to, format=args.format)
-        stream.write(f"exported {documents} documents and {items} report items\n")
+        if (await IngestJob.status(args.journal)).op == "link":
+            stream.write(f"exported {documents} links\n")
+        else:
+            stream.write(f"exported {documents} documents and {items} report items\n")
         return 0
     if args.ingest_command == "reconcile":
         summary = await IngestJob.reconcile(args.journal, client_factory=_factory(args), concurrency=args.concurrency)
@@ -301,6 +310,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
 
     e = isub.add_parser("export", help="a journal's results as two tables: documents and report items")
     e.add_argument("--journal", required=True, help="the job's journal file")
-    e.add_argument("--to", required=True, help="results.csv or results.parquet (items go beside: results.items.*)")
+    e.add_argument(
+        "--to",
+        required=True,
+        help="results.csv or results.parquet (report items go beside: results.items.csv; a link job's journal "
+        "gives one table of links)",
+    )
     e.add_argument("--format", choices=("csv", "parquet"), help="the format, whatever the suffix of --to")
     return {"ingest": cmd_ingest}

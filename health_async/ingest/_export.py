@@ -36,6 +36,30 @@ column           type    meaning
 ``verified``     bool    the value was verified by a person (the report's ``verified`` list)
 ===============  ======  ==============================================================================
 
+**links** (a link job's journal: one table, instead of the two above, whose document columns a link has none
+of; no items table is written):
+
+===================  ======  =========================================================================================
+column               type    meaning
+===================  ======  =========================================================================================
+``key``              string  the item: ``<care_context_id>@<patient>`` (see :mod:`health_async.ingest._links`)
+``index``            int64   the row's position in the input
+``status``           string  as in the documents table: ``done``, ``failed``, ``unknown``, ``pending``
+``care_context_id``  string  the care context linked (or to link)
+``outcome``          string  how the job knows it is linked: ``sent``, or ``listed`` / ``webhook`` for a link of
+                             unknown outcome found made; null when not done
+``webhook_status``   string  the ``abha.link_care_context`` webhook recorded for it: ``LINKED``, ``ERRORED``; null:
+                             none recorded yet
+``webhook_error``    string  the webhook's reason when ``ERRORED``
+``error_type``       string  as in the documents table
+``error``            string  as in the documents table
+===================  ======  =========================================================================================
+
+The tables are written beside each other with the suffix as given: ``R.CSV`` and ``R.items.CSV``.
+
+Both tables are health data: each is created readable and writable by its owner only (mode 0600, whatever the
+umask), also when it replaces an earlier export.
+
 Formats, chosen by ``format`` or else by the suffix of ``to`` (``.csv``, ``.parquet``; anything else is
 :class:`~health_async.errors.InvalidRequest` before anything is written): ``csv`` writes ``to`` (documents) and,
 beside it, ``<stem>.items.csv`` (report items), with the standard library (UTF-8, a header row, ``csv``'s
@@ -76,12 +100,13 @@ from .. import _json
 from .._wire import epoch_datetime
 from ..errors import IngestOutputError, InvalidRequest
 from ..models import ResultFlag
-from ._journal import check_path, read_connection
+from ._journal import check_path, open_private, read_connection
 
 __all__ = [
     "BATCH",
     "DOCUMENT_COLUMNS",
     "ITEM_COLUMNS",
+    "LINK_COLUMNS",
     "STOP_EVERY",
     "ExportFormat",
     "ExportStopped",
@@ -110,8 +135,23 @@ DOCUMENT_COLUMNS: Final = (
     "error",
 )
 ITEM_COLUMNS: Final = ("document_id", "name", "value", "unit", "range", "flag", "verified")
+LINK_COLUMNS: Final = (
+    "key",
+    "index",
+    "status",
+    "care_context_id",
+    "outcome",
+    "webhook_status",
+    "webhook_error",
+    "error_type",
+    "error",
+)
+_INT_COLUMNS: Final = frozenset({"index", "files", "report_items"})
+_BOOL_COLUMNS: Final = frozenset({"verified"})
 
 Row = tuple[Any, ...]
+#: A table to write: its path and its columns.
+Table = tuple[Path, tuple[str, ...]]
 Stop = Callable[[], bool]
 
 
@@ -145,19 +185,29 @@ def export(
     kind = str(format).lower() if format is not None else target.suffix.lstrip(".").lower()
     if kind not in ("csv", "parquet"):
         raise InvalidRequest("export writes .csv or .parquet (give a name with that suffix, or format=)")
-    items_path = target.with_name(f"{target.stem}.items.{kind}")
+    # the items table beside, with the suffix as given (R.CSV: R.items.CSV)
+    suffix = target.suffix if target.suffix.lower() == f".{kind}" else f".{kind}"
+    items_path = target.with_name(f"{target.stem}.items{suffix}")
     with _open_journal(journal) as db:
         out_path, offset = _output_of(db)
-        _check_targets((target, items_path), [journal, *([out_path] if out_path else [])])
-        documents, items = _tables(db, out_path, offset)
         write = _write_csv if kind == "csv" else _write_parquet
+        if _op_of(db) == "link":
+            _check_targets((target,), [journal, *([out_path] if out_path else [])])
+            tables: list[Table] = [(target, LINK_COLUMNS)]
+            batches: Iterator[tuple[list[Row], ...]] = _link_batches(_link_rows(db, out_path, offset), stop or _never)
+        else:
+            _check_targets((target, items_path), [journal, *([out_path] if out_path else [])])
+            documents, items = _tables(db, out_path, offset)
+            tables = [(target, DOCUMENT_COLUMNS), (items_path, ITEM_COLUMNS)]
+            batches = _batches(documents, items, stop or _never)
         try:
-            return write(target, items_path, _batches(documents, items, stop or _never))
+            counts = write(tables, batches)
         except OSError as exc:  # the tables' own files (reading the output raises InvalidRequest)
             reason = exc.strerror or type(exc).__name__  # never the path
             raise IngestOutputError(
                 f"export: the tables could not be written ({reason}); nothing was published"
             ) from None
+        return counts[0], (counts[1] if len(counts) > 1 else 0)
 
 
 async def export_in_thread(
@@ -223,7 +273,12 @@ def _output_of(db: sqlite3.Connection) -> tuple[str | None, int]:
     return out, offset
 
 
-def _check_targets(targets: tuple[Path, Path], protected: list[str]) -> None:
+def _op_of(db: sqlite3.Connection) -> str | None:
+    row = db.execute("SELECT v FROM meta WHERE k = 'op'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _check_targets(targets: tuple[Path, ...], protected: list[str]) -> None:
     """Refuse to write over the journal (or its WAL files) or the output it vouches for, or a directory (the
     rename that publishes a table would fail after all the work), or into a folder that does not exist."""
     keep = {os.path.realpath(p) for base in protected for p in (base, base + "-wal", base + "-shm")}
@@ -241,29 +296,8 @@ def _tables(db: sqlite3.Connection, out_path: str | None, offset: int) -> tuple[
     items: list[Row] = []
 
     def documents() -> Iterator[Row]:
-        if offset:
-            assert out_path is not None  # _output_of checked it
-            try:
-                out = open(out_path, "rb")
-            except OSError as exc:
-                raise InvalidRequest(f"the output file cannot be read ({exc.strerror})") from None
-            with out:
-                read = 0
-                for raw in out:
-                    if read >= offset:  # the committed part only: past it is a tail or a half-written batch
-                        break
-                    read += len(raw)
-                    if read > offset or not raw.endswith(b"\n"):  # the committed part ends with a whole line
-                        raise InvalidRequest(_CHANGED)
-                    try:
-                        line = _json.loads(raw)
-                    except _json.JSONDecodeError:
-                        raise InvalidRequest(_CHANGED) from None
-                    if not isinstance(line, dict) or not isinstance(line.get("key"), str):
-                        raise InvalidRequest(_CHANGED)
-                    yield _done_row(line, items)
-                if read < offset:
-                    raise InvalidRequest(_CHANGED)
+        for line in _committed_lines(out_path, offset):
+            yield _done_row(line, items)
         # the rest, from the same snapshot: done items have their line above (failed ones only in the journal)
         cursor = db.execute("SELECT key, idx, state, line FROM items WHERE state != 'done' ORDER BY idx")
         for key, idx, state, raw in cursor:
@@ -275,6 +309,35 @@ def _tables(db: sqlite3.Connection, out_path: str | None, offset: int) -> tuple[
             yield (key, idx, shown, doc_id, None, None, None, None, error.get("type"), error.get("message"))
 
     return documents(), items
+
+
+def _committed_lines(out_path: str | None, offset: int) -> Iterator[dict[str, Any]]:
+    """The lines of the output file's committed part (``offset`` bytes), each a JSON object with a ``key``;
+    :class:`InvalidRequest` when the file says otherwise (it was changed outside the job)."""
+    if not offset:
+        return
+    assert out_path is not None  # _output_of checked it
+    try:
+        out = open(out_path, "rb")
+    except OSError as exc:
+        raise InvalidRequest(f"the output file cannot be read ({exc.strerror})") from None
+    with out:
+        read = 0
+        for raw in out:
+            if read >= offset:  # the committed part only: past it is a tail or a half-written batch
+                break
+            read += len(raw)
+            if read > offset or not raw.endswith(b"\n"):  # the committed part ends with a whole line
+                raise InvalidRequest(_CHANGED)
+            try:
+                line = _json.loads(raw)
+            except _json.JSONDecodeError:
+                raise InvalidRequest(_CHANGED) from None
+            if not isinstance(line, dict) or not isinstance(line.get("key"), str):
+                raise InvalidRequest(_CHANGED)
+            yield line
+        if read < offset:
+            raise InvalidRequest(_CHANGED)
 
 
 def _done_row(line: dict[str, Any], items: list[Row]) -> Row:
@@ -301,6 +364,52 @@ def _done_row(line: dict[str, Any], items: list[Row]) -> Row:
     status = "done" if not error else "failed"
     return (key, index, status, upload.get("document_id"), None, None, None, None, error.get("type"),
             error.get("message"))  # fmt: skip
+
+
+def _link_rows(db: sqlite3.Connection, out_path: str | None, offset: int) -> Iterator[Row]:
+    """A link job's table: one row per care context, the done ones from the committed output, with the outcome
+    the job saw (``sent``, ``listed``, ``webhook``) and the ``abha.link_care_context`` webhook's as recorded."""
+    webhook = "SELECT link_status, link_error FROM items WHERE key = ?"
+    for line in _committed_lines(out_path, offset):
+        key = line["key"]
+        link = line["link"] if isinstance(line.get("link"), dict) else {}
+        error = line.get("error") or {}
+        found = db.execute(webhook, (key,)).fetchone() or (None, None)
+        cid = link.get("care_context_id") or _care_context_of(db, key)
+        status = "failed" if error else "done"
+        yield (key, line.get("index"), status, cid, link.get("status"), found[0], found[1], error.get("type"),
+               error.get("message"))  # fmt: skip
+    cursor = db.execute(
+        "SELECT key, idx, state, line, json_extract(CAST(payload AS TEXT), '$.care_context_id'), link_status, "
+        "link_error FROM items WHERE state != 'done' ORDER BY idx"
+    )
+    for key, idx, state, raw, cid, link_status, link_error in cursor:
+        body = _json.loads(raw) if raw is not None else {}
+        error = body.get("error") or {}
+        shown = "unknown" if state == "inflight" else str(state)
+        yield (key, idx, shown, cid, None, link_status, link_error, error.get("type"), error.get("message"))
+
+
+def _care_context_of(db: sqlite3.Connection, key: str) -> str | None:
+    row = db.execute(
+        "SELECT json_extract(CAST(payload AS TEXT), '$.care_context_id') FROM items WHERE key = ?", (key,)
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _link_batches(rows: Iterator[Row], stop: Stop) -> Iterator[tuple[list[Row], ...]]:
+    """A link table in batches of :data:`BATCH` rows, stopped as :func:`_batches` is."""
+    batch: list[Row] = []
+    for n, row in enumerate(rows):
+        if n % STOP_EVERY == 0 and stop():
+            raise ExportStopped("the export was stopped")
+        batch.append(row)
+        if len(batch) >= BATCH:
+            yield (batch,)
+            batch = []
+    yield (batch,)
+    if stop():
+        raise ExportStopped("the export was stopped")
 
 
 def _never() -> bool:
@@ -349,45 +458,53 @@ def _published(*paths: Path) -> Iterator[tuple[Path, ...]]:
         raise
 
 
-def _write_csv(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:
-    n_docs = n_items = 0
-    with _published(target, items_path) as (doc_tmp, item_tmp):
-        with (
-            open(doc_tmp, "w", newline="", encoding="utf-8") as d,
-            open(item_tmp, "w", newline="", encoding="utf-8") as i,
-        ):
-            doc_writer, item_writer = csv.writer(d), csv.writer(i)
-            doc_writer.writerow(DOCUMENT_COLUMNS)
-            item_writer.writerow(ITEM_COLUMNS)
-            for doc_rows, item_rows in batches:
-                doc_writer.writerows(doc_rows)
-                item_writer.writerows(item_rows)
-                n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
-    return n_docs, n_items
+def _private_opener(path: str, flags: int) -> int:
+    """``open``'s opener for a table's ``.partial`` file: created (or truncated) private, mode 0600 whatever the
+    umask, so the published table is its owner's only, as the journal and the output it is made from are."""
+    return open_private(path, flags, replace=True)[0]
 
 
-def _write_parquet(target: Path, items_path: Path, batches: Iterator[tuple[list[Row], list[Row]]]) -> tuple[int, int]:
+def _write_csv(tables: list[Table], batches: Iterator[tuple[list[Row], ...]]) -> tuple[int, ...]:
+    counts = [0] * len(tables)
+    with _published(*(path for path, _ in tables)) as partials, contextlib.ExitStack() as files:
+        writers = []
+        for partial, (_, columns) in zip(partials, tables, strict=True):
+            f = files.enter_context(open(partial, "w", newline="", encoding="utf-8", opener=_private_opener))
+            writer = csv.writer(f)
+            writer.writerow(columns)
+            writers.append(writer)
+        for batch in batches:
+            for n, (writer, rows) in enumerate(zip(writers, batch, strict=True)):
+                writer.writerows(rows)
+                counts[n] += len(rows)
+        files.close()  # every table whole on disk before any is published
+    return tuple(counts)
+
+
+def _write_parquet(tables: list[Table], batches: Iterator[tuple[list[Row], ...]]) -> tuple[int, ...]:
     try:
         import pyarrow as pa  # the parquet extra: imported only here, when asked for
         import pyarrow.parquet as pq
     except ImportError:
         raise InvalidRequest("parquet export needs pyarrow: pip install 'health_async[parquet]'") from None
-    doc_schema = pa.schema(
-        [(name, pa.int64() if name in ("index", "files", "report_items") else pa.string()) for name in DOCUMENT_COLUMNS]
-    )
-    item_schema = pa.schema([(name, pa.bool_() if name == "verified" else pa.string()) for name in ITEM_COLUMNS])
-    n_docs = n_items = 0
-    with _published(target, items_path) as (doc_tmp, item_tmp):
-        with (
-            pq.ParquetWriter(doc_tmp, doc_schema) as doc_writer,
-            pq.ParquetWriter(item_tmp, item_schema) as item_writer,
-        ):
-            for doc_rows, item_rows in batches:
-                for writer, schema, rows in ((doc_writer, doc_schema, doc_rows), (item_writer, item_schema, item_rows)):
-                    if rows:
-                        # column by column (no dict per row), each typed by the fixed schema
-                        columns = zip(*rows, strict=True)
-                        arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
-                        writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
-                n_docs, n_items = n_docs + len(doc_rows), n_items + len(item_rows)
-    return n_docs, n_items
+
+    def kind(name: str) -> Any:
+        return pa.int64() if name in _INT_COLUMNS else pa.bool_() if name in _BOOL_COLUMNS else pa.string()
+
+    schemas = [pa.schema([(name, kind(name)) for name in columns]) for _, columns in tables]
+    counts = [0] * len(tables)
+    with _published(*(path for path, _ in tables)) as partials, contextlib.ExitStack() as files:
+        writers = []
+        for partial, schema in zip(partials, schemas, strict=True):
+            f = files.enter_context(open(partial, "wb", opener=_private_opener))
+            writers.append(files.enter_context(pq.ParquetWriter(f, schema)))
+        for batch in batches:
+            for n, (writer, schema, rows) in enumerate(zip(writers, schemas, batch, strict=True)):
+                if rows:
+                    # column by column (no dict per row), each typed by the fixed schema
+                    columns = zip(*rows, strict=True)
+                    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
+                    writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                counts[n] += len(rows)
+        files.close()  # every table whole on disk before any is published
+    return tuple(counts)

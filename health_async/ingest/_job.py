@@ -444,6 +444,8 @@ class IngestJob:
         try:
             await journal.call(journal.open)
             await journal.call(journal.bind, self.op, self.out)
+            if not self.spec.reconcile_only:
+                await self._settle_source(journal)
             if self.op == "upload":
                 await self._settle_mode(journal)
             if not self.spec.reconcile_only:
@@ -532,6 +534,26 @@ class IngestJob:
         """Whether items of unknown outcome are done again: with ``reupload_unknown``; always for links and
         reconcilable uploads, which are checked before they are sent again."""
         return self.reupload_unknown or self.op == "link" or self.spec.reconcilable
+
+    async def _settle_source(self, journal: Journal) -> None:
+        """A journal belongs to one input: refuse (:class:`InvalidRequest`, nothing read or sent) a run with another
+        one, whose items would otherwise be added to the first input's, silently making one job of two.
+
+        Judgement call: refused rather than warned about, since a warning on stderr is easily missed and the merge
+        cannot be undone; the same input file, changed (lines added), is still the job's input and is scanned
+        again. A journal of an earlier version, which did not record its input, is known by its last scan's mark
+        (which starts with the input's path); one never scanned takes this run's."""
+        recorded = await journal.call(journal.meta, "source")
+        if recorded is None:
+            mark = await journal.call(journal.meta, "input")
+            if mark is not None:
+                recorded = mark.rsplit("|", 2)[0]
+        if recorded is not None and recorded != self._source_path:
+            raise InvalidRequest(
+                "the journal was made from another input file: give that one, or another journal (--journal) for "
+                "this input; one journal is one job"
+            )
+        await journal.call(journal.settle_meta, "source", self._source_path)
 
     async def _settle_mode(self, journal: Journal) -> None:
         """An upload job is reconcilable or not from its first run on (its uploads carry ids of ours, or not);

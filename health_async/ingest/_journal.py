@@ -12,9 +12,13 @@ Tables::
 
 ``line`` holds the JSON line (without ``key``) of a failed or unknown item: failures reach the output only in
 the *tail* written at the end of a complete run (see :mod:`health_async.ingest`). ``payload`` is what a link
-item sends (its input row, bundle included: the journal is as private as the input); ``link_status`` and
-``link_error`` are the ``abha.link_care_context`` webhook's outcome, recorded by
-:class:`~health_async.ingest.LinkRecorder` (a journal of an earlier version gets the three columns when opened).
+item sends (its input row, bundle included); ``link_status`` and ``link_error`` are the
+``abha.link_care_context`` webhook's outcome, recorded by :class:`~health_async.ingest.LinkRecorder` (a journal of
+an earlier version gets the three columns when opened).
+
+The journal and the output file are health data: a job creates them readable and writable by their owner only
+(mode 0600, whatever the umask: :func:`open_private`), and SQLite gives the journal's ``-wal`` and ``-shm`` files
+the journal's mode.
 """
 
 from __future__ import annotations
@@ -41,7 +45,38 @@ try:
 except ImportError:  # pragma: no cover - Windows: no lock, one run at a time is then the user's care
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["IngestStatus", "Journal", "ScanResult", "TodoRow", "check_path"]
+__all__ = ["PRIVATE", "IngestStatus", "Journal", "ScanResult", "TodoRow", "check_path", "open_private"]
+
+#: The mode of every file an ingest job or export creates: its owner's only (they hold health data).
+PRIVATE: Final = 0o600
+
+
+def open_private(path: str | os.PathLike[str], flags: int, *, replace: bool = False) -> tuple[int, bool]:
+    """``os.open(path, flags)``, creating the file readable and writable by its owner only (:data:`PRIVATE`)
+    whatever the umask; returns the descriptor and whether this call created the file.
+
+    A file that already exists is opened as it is and keeps its mode (judgement call: its owner chose it; a file
+    this package created is private already), except with ``replace`` (a temporary file of ours, which a crashed
+    run may have left): it is truncated and made private again. Made so before anything is written, so no byte of
+    health data is ever readable by others, not even while it is written."""
+    if replace:
+        fd = os.open(path, flags | os.O_CREAT | os.O_TRUNC, PRIVATE)
+        created = True
+    else:
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, PRIVATE)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, flags & ~(os.O_CREAT | os.O_EXCL))
+            created = False
+    if created and hasattr(os, "fchmod"):  # os.open's mode passes through the umask: set it exactly
+        try:
+            os.fchmod(fd, PRIVATE)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd, created
+
 
 T = TypeVar("T")
 
@@ -162,7 +197,10 @@ class Journal:
         return self._db
 
     def open(self) -> None:
-        """Open (or create) the journal for a run."""
+        """Open (or create) the journal for a run. A new journal is created private (mode 0600: its lines are
+        health data); SQLite gives its ``-wal`` and ``-shm`` files the journal's own mode."""
+        with contextlib.suppress(OSError):  # what cannot be opened here, SQLite refuses below, as it always did
+            os.close(open_private(self.path, os.O_RDONLY)[0])
         try:
             db = sqlite3.connect(self.path, isolation_level=None)
             db.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -240,7 +278,7 @@ class Journal:
         if old_out is not None and not exists:
             raise InvalidRequest("the output file the journal vouches for is missing: restore it or start anew")
         try:
-            fd = os.open(out, os.O_RDWR | os.O_CREAT, 0o644)
+            fd, _ = open_private(out, os.O_RDWR)  # health data: its owner's only (an existing file keeps its mode)
         except OSError as exc:
             raise InvalidRequest(f"the output file cannot be opened for writing ({exc.strerror})") from None
         handle = open(fd, "r+b", buffering=0)

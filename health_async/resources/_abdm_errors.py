@@ -25,6 +25,12 @@ T = TypeVar("T")
 
 _LIKE: Final = {True: "login_verify", False: "login_init"}
 
+#: What to do about a refusal, by operation and ABDM code: added to its message.
+_ADVICE: Final = {
+    ("consent_pin_set", "ABDM-1053"): "a consent PIN is already set: change it with change_pin, or reset_pin when "
+    "it is forgotten",
+}
+
 
 def abha_refusal(exc: ApiError, operation: str, *, checks_otp: bool) -> AbhaError | None:
     """The :class:`AbhaError` an error answer stands for (``None``: not an ABHA error body)."""
@@ -34,8 +40,9 @@ def abha_refusal(exc: ApiError, operation: str, *, checks_otp: bool) -> AbhaErro
     mapped = error_from_response(exc.status, exc.headers, exc.body, operation=like)
     if not isinstance(mapped, AbhaError):
         return None
+    advice = _ADVICE.get((operation, mapped.source_code or ""))
     return type(mapped)(
-        operation + str(mapped).removeprefix(like),
+        operation + str(mapped).removeprefix(like) + (f"; {advice}" if advice else ""),
         code=mapped.code,
         error=mapped.error,
         source_error=mapped.source_error,

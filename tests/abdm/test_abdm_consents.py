@@ -424,6 +424,8 @@ async def test_set_verify_and_change_the_pin(server: FakeHealthServer, client: h
     with pytest.raises(E.AbhaError) as again:
         await consents.set_pin(OTHER_PIN)
     assert again.value.source_code == "ABDM-1053" and not isinstance(again.value, E.OutcomeUnknown)
+    # ABDM's own words, not only "Something went wrong", and what to do
+    assert "Data already exists" in str(again.value) and "change_pin" in str(again.value)
     await consents.verify_pin(PIN, scope=PinScope.CHANGE_PIN)
     assert bodies(server, "consent_pin_verify") == [{"pin": PIN, "scope": "profile.changepin"}]
     with pytest.raises(E.ConsentPinMismatch):

@@ -278,6 +278,9 @@ def test_a_tampered_or_foreign_state_is_refused_and_kept(server: FakeHealthServe
     code, line = run("login", stdin={"otp": "123456"})
     assert code == 1 and line["step"] is None and line["error"]["type"] == "FlowStateInvalid"
     assert run.state.read_text().strip() == tampered and len(server.requests) == sent  # kept; nothing sent
+    # and how to start over: what a kiosk's operator needs to read
+    assert "to start over, delete the state file" in line["error"]["message"]
+    assert '{"identifier": "...", "method": "..."}' in line["error"]["message"]
     # another command's flow
     run.state.write_text(sealed)
     code, line = run("register", "--mobile", stdin={"otp": "123456"})

@@ -76,6 +76,29 @@ def test_abha_error_fields_and_rate_limit_flag() -> None:
     assert isinstance(other, E.AbhaError) and not other.is_rate_limited
 
 
+def test_the_services_own_message_is_kept_bounded_clean_and_redacted() -> None:
+    # "Something went wrong" alone told users nothing: ABDM's own words are kept beside it
+    body = {
+        "code": 500,
+        "error": "Something went wrong",
+        "source_error": {"code": "ABDM-1053", "message": "Data already exists"},
+    }
+    error = E.error_from_response(500, {}, body, operation="aadhaar_init")
+    assert str(error) == "aadhaar_init: HTTP 500 ABDM-1053: Something went wrong (Data already exists)"
+    # the same words twice are said once; a body without ``error`` text shows ABDM's
+    same = {**body, "error": "Data already exists"}
+    assert str(E.error_from_response(500, {}, same, operation="aadhaar_init")).count("Data already exists") == 1
+    bare = {**body, "error": ""}
+    assert str(E.error_from_response(500, {}, bare, operation="aadhaar_init")).endswith(": Data already exists")
+    # the service's text is bounded, has no control character and no mobile number or address
+    hostile = "Linked to 98123 45678\n\x1b[2Jfake log line\r" + "z" * 500
+    error = E.error_from_response(500, {}, {**body, "source_error": {"code": "ABDM-1000", "message": hostile}},
+                                  operation="aadhaar_init")  # fmt: skip
+    text = str(error)
+    assert "45678" not in text and "\n" not in text and "\x1b" not in text and "\r" not in text
+    assert "fake log line" in text and len(text) < 250
+
+
 def test_a_source_code_that_is_not_a_code_is_shown_redacted_and_cut() -> None:
     # the service's own text where a code belongs ends up in str(exc): what looks personal is redacted there
     body = {"code": 400, "error": "x", "source_error": {"code": "Mobile 98123 45678 of a@b.in " + "y" * 80}}

@@ -653,7 +653,8 @@ def test_repr_hides_personal_data() -> None:
     text = repr(patient) + str(patient)
     for secret in ("Eka", "User", "1201201201", "2000-01-02", "eka.user@example.com", "ABC001", "example@abdm", "B+"):
         assert secret not in text
-    assert "175074536120088" in text  # the OID is an identifier, shown
+    assert "175074536120088" not in text  # the OID is a person's id: hidden as well
+    assert "77088166996724" in text  # the workspace is shown
     assert "Venkataraman" not in repr(Patient(oid="1", full_name="Venkataraman", extras={"k": "Venkataraman"}))
 
 

@@ -51,7 +51,8 @@ is asked or sent). ``list`` and ``show`` are also the HIU's reads and need none.
 
 **Exit status:** 0 done; 1 the service refused or failed (one line: the error's type and message), a wrong PIN,
 an unknown outcome, input that ended, too many answers that did not move on; 2 bad usage: a rule of the library
-broken (nothing sent); 130 Ctrl-C (nothing more sent). Answers are read through :data:`PROMPT` (default
+broken (nothing sent), or a command that asks questions (approve, revoke, discover) run with a stdin that is not a
+terminal (nothing asked or sent); 130 Ctrl-C (nothing more sent). Answers are read through :data:`PROMPT` (default
 :func:`~health_async._cli._prompt.default_prompt`); tests replace it.
 """
 
@@ -68,7 +69,7 @@ from ...errors import ConsentOutcomeUnknown, HealthError, InvalidRequest, OtpMis
 from ...models import ConsentArtefact, ConsentHiType, ConsentStatus, LinkStep
 from ...resources.abdm._consent_pin import normalize_consent_pin
 from .._output import Command, emit
-from .._prompt import Conversation, GiveUp, Prompt, checkpoint, default_prompt
+from .._prompt import Conversation, GiveUp, Prompt, checkpoint, default_prompt, refuse_without_terminal
 
 if TYPE_CHECKING:
     from ..._client import HealthClient
@@ -98,6 +99,16 @@ def _need_patient(client: HealthClient, args: argparse.Namespace) -> None:
             f"{_label(args)} needs the patient: --user-id OID (or {C.ENV_USER_ID}) or --partner-user-id; "
             "nothing was asked or sent"
         )
+
+
+def _refuse_without_terminal(talk: Conversation) -> int | None:
+    """Exit status 2 (nothing asked or sent) when stdin is not a terminal: the PIN and OTPs are typed on one."""
+    return refuse_without_terminal(
+        talk.prompt,
+        talk.err,
+        talk.label,
+        "Run it in a terminal; a program answers consents and links records with client.abdm (Python).",
+    )
 
 
 def _unknown(args: argparse.Namespace, exc: OutcomeUnknown, consent_id: str | None) -> int:
@@ -189,6 +200,8 @@ async def _approve(client: HealthClient, args: argparse.Namespace) -> int:
     _need_patient(client, args)
     artefacts = _artefacts(args.care_context)
     talk = Conversation(PROMPT, sys.stderr, _label(args))
+    if (refused := _refuse_without_terminal(talk)) is not None:
+        return refused
     pin = await _ask_pin(talk)
     if isinstance(pin, int):
         return pin
@@ -228,6 +241,8 @@ async def _revoke(client: HealthClient, args: argparse.Namespace) -> int:
     if args.consent_id is None and not args.artefact_id:
         raise InvalidRequest(f"{_label(args)} needs CONSENT_ID or --artefact-id; nothing was asked or sent")
     talk = Conversation(PROMPT, sys.stderr, _label(args))
+    if (refused := _refuse_without_terminal(talk)) is not None:
+        return refused
     pin = await _ask_pin(talk)
     if isinstance(pin, int):
         return pin
@@ -314,6 +329,8 @@ async def _discover(client: HealthClient, args: argparse.Namespace) -> int:
     _need_patient(client, args)
     label = _label(args)
     talk = Conversation(PROMPT, sys.stderr, label)
+    if (refused := _refuse_without_terminal(talk)) is not None:
+        return refused
 
     async def start() -> DiscoverAndLink:
         return await client.abdm.discover_and_link(

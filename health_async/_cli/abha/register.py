@@ -10,9 +10,10 @@ walk a person through an ABHA registration, login or KYC upgrade, one question a
 * A wrong OTP is asked again; a bad answer says which rule it breaks (never repeating it).
 * The result is one JSON line on stdout (address, masked ABHA number, OID, created or logged in); never the
   tokens. Messages go to stderr.
-* Exit status: 0 done; 1 an error (one line: its type and message), or input that ended (end of file on a
-  non-interactive stdin: "input ended", nothing more sent); 130 cancelled with Ctrl-C (no traceback, nothing more
-  sent).
+* Exit status: 0 done; 1 an error (one line: its type and message), or input that ended (end of file: "input
+  ended", nothing more sent); 2 stdin is not a terminal (one line saying to use ``--json --state FILE``, nothing
+  asked or sent: see :func:`~health_async._cli._prompt.refuse_without_terminal`); 130 cancelled with Ctrl-C (no
+  traceback, nothing more sent).
 * ``X-Pt-Id`` is sent only when ``--user-id OID`` is given on the command itself: never from ``HEALTH_ASYNC_USER_ID``
   (that is the OID of the records work; an ABHA registration or login is for a person who may have no OID yet, and
   must not be tied to, nor reveal, whatever OID is configured). See :func:`abha_headers`.
@@ -73,7 +74,7 @@ step (about an ABDM transaction's life).
   "oid"}`` (``kyc``: ``{"step": "done", "kyc_verified": true, "status": "verified"}``), the result of the
   interactive mode, never the tokens; ``FILE`` is deleted.
 * **No answer** (stdin empty, or a blank line) at a later run: the step line again, exit 3, nothing sent. At the
-  first run there is nothing to wait for: an error (exit 1).
+  first run there is nothing to wait for: an error (exit 1, ``{"step": null, "error": ...}``), nothing sent.
 * **Errors** (exit 1): one line ``{"step": <the current step, null before there is a flow>, "error": {"type",
   "message"[, "status"]}}`` plus the fields of the step line. A malformed line or a refused answer (a wrong OTP,
   ``ResendTooSoon``, an address taken, a lost answer: ``OutcomeUnknown``) keeps the flow: ``FILE`` is saved
@@ -131,7 +132,7 @@ from ...resources import AadhaarRegistration, AbhaFlow, AbhaLogin, KycUpgrade, M
 from .._output import Command, emit, error_json
 from .._prompt import Conversation as _Conversation
 from .._prompt import GiveUp as _GiveUp
-from .._prompt import Prompt, checkpoint, default_prompt
+from .._prompt import Prompt, checkpoint, default_prompt, refuse_without_terminal
 from . import account as abha_account
 
 if TYPE_CHECKING:
@@ -426,6 +427,18 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _refuse_without_terminal(talk: _Conversation, command: str) -> int | None:
+    """Exit status 2 (nothing asked or sent) when stdin is not a terminal: the interactive mode needs one; a
+    script runs the flow with ``--json --state FILE``."""
+    return refuse_without_terminal(
+        talk.prompt,
+        talk.err,
+        f"health-async abha {command}",
+        f"From a script, run one step per run with --json --state FILE and one JSON line on stdin (see "
+        f"'health-async abha {command} --help').",
+    )
+
+
 async def _converse(
     label: str,
     client: HealthClient,
@@ -466,6 +479,8 @@ async def run_register(
 ) -> int:
     """``abha register --aadhaar`` / ``--mobile``: the interactive registration; returns the exit status."""
     talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha register")
+    if (refused := _refuse_without_terminal(talk, "register")) is not None:
+        return refused
     validate = not getattr(args, "no_validate", False)
     headers = abha_headers(args)
 
@@ -496,6 +511,8 @@ async def run_login(
 ) -> int:
     """``abha login [--method ...]``: the interactive login; returns the exit status."""
     talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha login")
+    if (refused := _refuse_without_terminal(talk, "login")) is not None:
+        return refused
     method = LoginMethod(getattr(args, "method", None) or LoginMethod.PHR_ADDRESS.value)
     question, check, secret = _IDENTIFIERS[method]
     headers = abha_headers(args)
@@ -542,6 +559,8 @@ async def run_kyc(
     """``abha kyc [--method aadhaar|abha-number]``: the interactive KYC upgrade of the user's ABHA (the number
     and the OTP typed without echo); returns the exit status."""
     talk = _Conversation(prompt or PROMPT, err or sys.stderr, "abha kyc")
+    if (refused := _refuse_without_terminal(talk, "kyc")) is not None:
+        return refused
     method = KycMethod(getattr(args, "method", None) or KycMethod.AADHAAR.value)
     validate = not getattr(args, "no_validate", False)
 
@@ -1000,7 +1019,12 @@ async def _next_run(
         emit({"step": None, "error": _error(exc, secrets)})
         return 1
     except InvalidRequest as exc:  # FlowStateInvalid (changed, another key), a state of another version: kept
-        emit({"step": None, "error": _error(exc, secrets)})
+        problem = _error(exc, secrets)
+        problem["message"] += (
+            f"; to start over, delete the state file (nothing of it can be used) and run the first step again "
+            f"with {_START_INPUT[_start_kind(args)]}"
+        )
+        emit({"step": None, "error": problem})
         return 1
     expected = _FLOW_OF[(args.abha_command, bool(getattr(args, "mobile", False)))]
     if type(flow) is not expected:

@@ -22,8 +22,9 @@ Decode a ``data`` object with ``health_async._wire.structure(data, EVENT_PAYLOAD
 ``abha.hip_data_fetch``, :meth:`~health_async.models.HealthDataRequest.from_event` lets the event's transaction id
 stand in for an empty one). Personal data (ABHA numbers and addresses, names, gender, year of birth, identifier
 values such as a mobile number, the linking OTP, encrypted health data, keys and nonces) is left out of every
-``repr``; the ids of the exchange (``oid``, ``hip_id``, request and transaction ids) are shown, as in
-:mod:`._abdm`, but for the ``txn_id`` of a patient's own search (it ties the discovery to the link request).
+``repr``, and so are the ids of the person (``oid``, ``partner_patient_id``) and of the transaction (``txn_id``,
+``transaction_id``, ``linkRefNumber``); the ids of facilities, requests, consents, subscriptions and care contexts
+are shown, as in :mod:`._hospital` (judgement call: they name a record or a message, not a person).
 
 Judgement calls:
 
@@ -118,8 +119,10 @@ class AbhaCreated:
     #: The 14-digit ABHA number, ``12-3456-7890-1234`` (hidden from ``repr``).
     abha_number: str | None = wire(parse=empty_is_none, pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 @attrs.frozen
@@ -131,8 +134,10 @@ class LockerCreated:
     #: The patient's ABHA address (hidden from ``repr``).
     abha_address: str | None = wire(pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
     #: The locker's auto-approval policy.
     auto_approval_id: str | None = None
     #: The locker's subscription (named again by ``abha.subscription_modified``).
@@ -221,11 +226,13 @@ class CareContextDiscover:
     #: The patient's identifiers (their values hidden from ``repr``).
     identifiers: tuple[PatientIdentifier, ...] = ()
     request_id: str | None = None
-    #: The patient's search (discovery and link request share it): hidden from ``repr``.
-    txn_id: str | None = wire(repr=False, default=None)
+    #: The exchange's transaction id (hidden from ``repr``).
+    txn_id: str | None = wire(pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
     def identifier(self, kind: str) -> str | None:
         """The value of the first identifier of type ``kind`` that has one, compared without case or
@@ -277,11 +284,13 @@ class DiscoverLinkInit:
     #: What to link, per patient reference (wire ``patient``, an array).
     patients: tuple[LinkInitPatient, ...] = wire("patient", default=())
     request_id: str | None = None
-    #: The patient's search (discovery and link request share it): hidden from ``repr``.
-    txn_id: str | None = wire(repr=False, default=None)
+    #: The exchange's transaction id (hidden from ``repr``).
+    txn_id: str | None = wire(pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 @attrs.frozen
@@ -292,14 +301,16 @@ class DiscoverLinkConfirm:
 
     __wire_lenient__: ClassVar[bool] = True  # a webhook's data is never lost to one field: see health_async._wire
 
-    #: The link reference (wire ``linkRefNumber``).
-    link_ref_number: str | None = wire("linkRefNumber", default=None)
+    #: The link reference, the link's transaction (wire ``linkRefNumber``; hidden from ``repr``).
+    link_ref_number: str | None = wire("linkRefNumber", pii=True, default=None)
     #: The OTP the patient typed (a secret: hidden from ``repr``).
     token: str | None = wire(pii=True, default=None)
     request_id: str | None = None
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 # ----------------------------------------------------------------------------- abha.hip_profile_share
@@ -321,8 +332,10 @@ class ProfileShare:
     #: Wire ``req_id`` (else ``request_id``, as the other pages spell it).
     request_id: str | None = wire("req_id", "request_id", default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 # ----------------------------------------------------------------------------- abha.hiu_data_push
@@ -375,8 +388,8 @@ class HiuDataPush:
 
     #: The consent the data was shared under.
     consent_id: str | None = None
-    #: The data flow's transaction id.
-    transaction_id: str | None = None
+    #: The data flow's transaction id (hidden from ``repr``).
+    transaction_id: str | None = wire(pii=True, default=None)
     #: The care contexts' encrypted data (its content hidden from ``repr``).
     entries: tuple[HealthDataEntry, ...] = ()
     #: The sender's key material (wire ``key_information``).
@@ -386,13 +399,10 @@ class HiuDataPush:
     #: The patient's ABHA number (hidden from ``repr``); ``""`` (the example's) is ``None``.
     abha_number: str | None = wire(parse=empty_is_none, pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
-    #: This page's number (from 1) when the push comes in several pages, as a HIP's on-fetch sends it
-    #: (``page_number``); ``None`` when not sent. :class:`~health_async.webhooks.PushPages` puts them together.
-    page_number: int | None = None
-    #: How many pages the push has (``page_count``); ``None`` when not sent.
-    page_count: int | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 # ----------------------------------------------------------------------------- subscriptions
@@ -446,8 +456,10 @@ class SubscriptionModified:
     #: The patient's ABHA address (hidden from ``repr``).
     abha_address: str | None = wire(pii=True, default=None)
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 @attrs.frozen
@@ -489,8 +501,10 @@ class SubscriptionNotify:
     abha_number: str | None = wire(parse=empty_is_none, pii=True, default=None)
     #: Your HIP id.
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
 
 
 #: The model of each documented ABDM webhook event's ``data``, by event name: decode with

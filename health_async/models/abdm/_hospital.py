@@ -2,8 +2,9 @@
 request an HIU sends through the ``abha.hip_data_fetch`` webhook.
 
 Wire names come from ``registration.yml`` (``LinkCareContextMeta``, ``RecordsCareContext``) and the webhook pages
-(``webhooks/hip-data-fetch.mdx``, ``webhooks/link-care-context.mdx``). Health data (FHIR bundles), ABHA addresses
-and keys are left out of every ``repr``.
+(``webhooks/hip-data-fetch.mdx``, ``webhooks/link-care-context.mdx``). Health data (FHIR bundles), ABHA addresses,
+keys, the patient's ids (``oid``, ``partner_patient_id``) and transaction ids are left out of every ``repr``; care
+context ids (chosen by the hospital for a record) and the facility's id are shown.
 """
 
 from __future__ import annotations
@@ -114,16 +115,19 @@ class HealthDataRequest:
     """An HIU's request for a patient's records (the ``data`` of an ``abha.hip_data_fetch`` webhook): answer it
     with :meth:`client.abdm.push_health_data <health_async.resources.Abdm.push_health_data>`."""
 
-    #: The exchange's transaction id: the push names it. Wire ``data.transaction_id``, else the event's.
-    transaction_id: str
+    #: The exchange's transaction id: the push names it. Wire ``data.transaction_id``, else the event's. Hidden
+    #: from ``repr``.
+    transaction_id: str = attrs.field(repr=False)
     #: The care contexts asked for (your ids).
     care_contexts: tuple[str, ...]
     key: HiuKey = wire("key_information")
     hi_types: tuple[str, ...] = ()
     #: The patient's ABHA address (personal data: hidden from ``repr``).
     abha_address: str | None = wire(pii=True, default=None)
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
     hip_id: str | None = None
     #: The consent the request is made under, when the request names it (the vendor's example does not; ABDM's own
     #: request does: wire ``consent_id``, else ``consent.id``). Checked against a
@@ -172,8 +176,10 @@ class LinkResult:
     #: How many times the service retried the link.
     retry_count: int | None = None
     hip_id: str | None = None
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
+    #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
+    partner_patient_id: str | None = wire(pii=True, default=None)
     #: The patient's ABHA address (personal data: hidden from ``repr``).
     abha_address: str | None = wire(pii=True, default=None)
 
@@ -182,7 +188,8 @@ class LinkResult:
 class PushResult:
     """What :meth:`~health_async.resources.Abdm.push_health_data` sent: one page per care context."""
 
-    transaction_id: str
+    #: The exchange's transaction id (hidden from ``repr``).
+    transaction_id: str = attrs.field(repr=False)
     #: The care contexts pushed, in page order.
     pushed: tuple[str, ...]
     #: Care contexts asked for that ``bundles`` did not hold (nothing was sent for them).

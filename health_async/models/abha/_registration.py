@@ -111,10 +111,10 @@ class EkaIds:
 
     __wire_lenient__: ClassVar[bool] = True  # carries a txn id or a token: see health_async._wire
 
-    #: The person's OID: pass it as ``user_id`` to later calls (wire ``oid``).
-    oid: str | None = wire(parse=empty_is_none, default=None)
-    #: The person's uuid.
-    uuid: str | None = wire(parse=empty_is_none, default=None)
+    #: The person's OID: pass it as ``user_id`` to later calls (wire ``oid``). Hidden from ``repr``.
+    oid: str | None = wire(parse=empty_is_none, default=None, pii=True)
+    #: The person's uuid. Hidden from ``repr``.
+    uuid: str | None = wire(parse=empty_is_none, default=None, pii=True)
     #: A short-lived authentication token. Hidden from ``repr``.
     min_token: str | None = wire(parse=empty_is_none, default=None, pii=True)
 
@@ -377,7 +377,7 @@ def _mask_abha_number(number: str | None) -> str | None:
 class AbhaAccount:
     """The end of a guided flow: the ABHA address the person now holds and is logged into.
 
-    ``repr`` shows only :attr:`created`, :attr:`kyc_verified` and :attr:`oid`; the address, the ABHA number, the
+    ``repr`` shows only :attr:`created` and :attr:`kyc_verified`; the OID, the address, the ABHA number, the
     profile and the tokens are hidden (the tokens are the person's credentials: keep them as secrets).
     """
 
@@ -387,8 +387,8 @@ class AbhaAccount:
     created: bool = False
     #: True when the ABHA is KYC-verified (Aadhaar); ``None`` when the service did not say.
     kyc_verified: bool | None = None
-    #: The person's OID: pass it as ``user_id`` to later calls.
-    oid: str | None = None
+    #: The person's OID: pass it as ``user_id`` to later calls. Hidden from ``repr``.
+    oid: str | None = attrs.field(default=None, repr=False)
     #: The 14-digit ABHA number (``12-3456-7890-1234``); ``None`` for a mobile-only ABHA.
     abha_number: str | None = attrs.field(default=None, repr=False)
     #: The ABHA profile of the answer.

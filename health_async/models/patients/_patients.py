@@ -8,7 +8,8 @@ field but :attr:`Patient.oid` may be missing (``None``). Accepted spellings besi
 ``oid`` sent as a number is taken as its decimal string.
 
 Personal data (names, mobile number, e-mail, date of birth, gender, username, ABHA address, extras) is left out
-of every ``repr``: only the OID, the workspace, the status, the timestamps and the archived flag are shown.
+of every ``repr``, and so is the OID (a person's id): only the workspace, the status, the timestamps and the
+archived flag are shown.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class Patient:
     mask digits, e.g. ``98765XXXXX``).
     """
 
-    #: The patient's id: pass it to ``get``, ``update``, ``archive`` or record calls as ``user_id``.
-    oid: str = wire(parse=non_empty)
+    #: The patient's id: pass it to ``get``, ``update``, ``archive`` or record calls as ``user_id``. Hidden from
+    #: ``repr`` (a person's id).
+    oid: str = wire(parse=non_empty, pii=True)
     #: Workspace id.
     workspace_id: str | None = wire("wid", default=None)
     #: Profile status short code (e.g. ``"P"``).
@@ -99,9 +101,9 @@ class Patient:
 
 @attrs.frozen
 class PatientCreated:
-    """The answer to ``patients.create`` (HTTP 201): the new patient's OID."""
+    """The answer to ``patients.create`` (HTTP 201): the new patient's OID (hidden from ``repr``)."""
 
-    oid: str = wire(parse=non_empty)
+    oid: str = wire(parse=non_empty, pii=True)
 
 
 @attrs.frozen
@@ -138,8 +140,8 @@ def _is_last(value: Any, label: str) -> bool | None:
 class Profile:
     """An EMR user's profile (``GET /profiles/v1/emr-user/{oid}``). Personal fields are hidden from ``repr``."""
 
-    #: The user id.
-    oid: str | None = None
+    #: The user id (hidden from ``repr``).
+    oid: str | None = wire(pii=True, default=None)
     business_id: str | None = wire("bid", default=None)
     #: Status short code.
     status: str | None = _STATUS

@@ -42,8 +42,10 @@ class WebhookSubscription:
     client_id: str | None = None
     created_at: dt.datetime | None = wire(parse=instant, default=None)
     updated_at: dt.datetime | None = wire(parse=instant, default=None)
-    created_by: str | None = None
-    updated_by: str | None = None
+    #: Who created it: a user or a service (hidden from ``repr``: it can be a person's id).
+    created_by: str | None = wire(pii=True, default=None)
+    #: Who last changed it (hidden from ``repr``, as :attr:`created_by`).
+    updated_by: str | None = wire(pii=True, default=None)
     #: The key the service signs deliveries with, or ``None`` (unsigned deliveries). A secret: not in ``repr``.
     signing_key: str | None = wire(parse=empty_is_none, default=None, repr=False, eq=False)
 
