@@ -403,6 +403,11 @@ class HiuDataPush:
     oid: str | None = wire(pii=True, default=None)
     #: The hospital's own id of the patient, a UHID (hidden from ``repr``).
     partner_patient_id: str | None = wire(pii=True, default=None)
+    #: This page's number (from 1) when the push comes in several pages, as a HIP's on-fetch sends it
+    #: (``page_number``); ``None`` when not sent. :class:`~health_async.webhooks.PushPages` puts them together.
+    page_number: int | None = None
+    #: How many pages the push has (``page_count``); ``None`` when not sent.
+    page_count: int | None = None
 
 
 # ----------------------------------------------------------------------------- subscriptions
