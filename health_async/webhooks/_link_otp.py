@@ -68,8 +68,10 @@ class PendingLink:
     mobile: str | None = attrs.field(default=None, repr=False)
     #: The patient's verified ABHA address (from the discovery).
     abha_address: str | None = attrs.field(default=None, repr=False)
-    oid: str | None = None
-    partner_patient_id: str | None = None
+    #: The patient's id in the service (hidden from ``repr``).
+    oid: str | None = attrs.field(default=None, repr=False)
+    #: The hospital's own id of the patient (hidden from ``repr``).
+    partner_patient_id: str | None = attrs.field(default=None, repr=False)
 
 
 class OtpOutcome(enum.Enum):

@@ -56,6 +56,8 @@ NOT_PERSONAL: Mapping[tuple[str, str], str] = {
     ("ShareToken", "hip_name"): "a facility's name",
     ("ShareToken", "hip_address"): "a facility's address",
     ("ConsentHip", "hip_name"): "a facility's name",
+    ("CareContextProvider", "hip_name"): "a facility's name",
+    ("FacilityOnboarded", "hip_name"): "a facility's name",
     ("Provider", "name"): "a facility's name",
     ("RequestParty", "name"): "a facility's name (HIU or HIP)",
     ("RequestHiType", "display"): "the name of a kind of record",
