@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import uuid
 from collections.abc import Sequence
 from typing import Any, Final
@@ -241,7 +242,17 @@ def _items(value: Sequence[Any] | None, kind: type | tuple[type, ...], name: str
 class _Doc:
     """One bundle being built: the entries in order, the ids derived from the namespace and the care context."""
 
-    __slots__ = ("_base", "_entries", "_ns", "author", "date", "encounter", "organization", "patient", "record")
+    __slots__ = (
+        "_entries",
+        "_prefix",
+        "author",
+        "date",
+        "date_text",
+        "encounter",
+        "organization",
+        "patient",
+        "record",
+    )
 
     def __init__(
         self,
@@ -262,9 +273,11 @@ class _Doc:
         if not isinstance(organization, Organization):
             raise TypeError("organization must be a fhir.Organization")
         self.record = record
-        self._ns = namespace
-        self._base = care_context_id
+        # uuid5 by hand (the same value as uuid.uuid5(namespace, name)), the common prefix hashed once: the ids are
+        # a third of a lab report's build time otherwise.
+        self._prefix = hashlib.sha1(namespace.bytes + care_context_id.encode() + b"/", usedforsecurity=False)
         self.date = _check_when(date, "date")
+        self.date_text = _datetime(self.date)
         self._entries: list[dict[str, Any]] = [{}]  # the Composition's place
         self.patient = self._patient(patient)
         people = [self._practitioner(p, i) for i, p in enumerate(_people(practitioner))]
@@ -273,7 +286,14 @@ class _Doc:
         self.encounter: dict[str, str] | None = None
 
     def uid(self, role: str, index: int = 0) -> str:
-        return str(uuid.uuid5(self._ns, f"{self._base}/{role}/{index}"))
+        """``str(uuid.uuid5(namespace, f"{care_context_id}/{role}/{index}"))``."""
+        sha = self._prefix.copy()
+        sha.update(f"{role}/{index}".encode())
+        d = bytearray(sha.digest()[:16])
+        d[6] = (d[6] & 0x0F) | 0x50  # version 5
+        d[8] = (d[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = d.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     def add(self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any]) -> dict[str, str]:
         """Append a resource; its reference."""
@@ -360,7 +380,7 @@ class _Doc:
         return self.add(role, i, "Condition", "Condition", body)
 
     def allergy(self, role: str, i: int, a: Allergy) -> dict[str, str]:
-        body = {"code": _concept(a.text, a.code), "patient": self.patient, "recordedDate": _datetime(self.date)}
+        body = {"code": _concept(a.text, a.code), "patient": self.patient, "recordedDate": self.date_text}
         return self.add(role, i, "AllergyIntolerance", "AllergyIntolerance", body)
 
     def procedure(self, role: str, i: int, p: Procedure) -> dict[str, str]:
@@ -375,7 +395,7 @@ class _Doc:
             "intent": "order",
             "code": _concept(s.text, s.code),
             "subject": self.patient,
-            "authoredOn": _datetime(self.date),
+            "authoredOn": self.date_text,
             "requester": self.author[0],
         }
         return self.add(role, i, "ServiceRequest", "ServiceRequest", body)
@@ -386,7 +406,7 @@ class _Doc:
             "intent": "order",
             "medicationCodeableConcept": _concept(m.text, m.code),
             "subject": self.patient,
-            "authoredOn": _datetime(self.date),
+            "authoredOn": self.date_text,
             "requester": self.author[0],
         }
         if m.reason is not None:
@@ -422,7 +442,7 @@ class _Doc:
             ]
         body["code"] = _concept(o.name, o.code)
         body["subject"] = self.patient
-        body["effectiveDateTime"] = _datetime(o.date or self.date)
+        body["effectiveDateTime"] = self.date_text if o.date is None else _datetime(o.date)
         body["performer"] = [self.organization]
         value = o.value
         if isinstance(value, str):
@@ -483,7 +503,7 @@ class _Doc:
         }
         if self.encounter is not None:
             body["encounter"] = self.encounter
-        body["effectiveDateTime"] = _datetime(self.date)
+        body["effectiveDateTime"] = self.date_text
         body["issued"] = _instant(self.date)
         body["performer"] = [self.organization]
         if self.author[0] is not self.organization:
@@ -520,7 +540,7 @@ class _Doc:
         }
         if self.encounter is not None:
             comp["encounter"] = self.encounter
-        comp["date"] = _datetime(self.date)
+        comp["date"] = self.date_text
         comp["author"] = self.author
         comp["title"] = title or default_title
         comp["custodian"] = self.organization
