@@ -9,6 +9,10 @@ size: the OP consultation's clinical resources copied (new full URLs, referenced
 entries; the lab report's Observation copied up to 30 results. The examples' base64 PDF attachments are dropped
 (a DocumentReference's ``attachment.data`` -> ``url``) so the figures measure structure, not one 400 KB string.
 
+Then the builders (``health_async.fhir.op_consult`` and ``lab_report``): µs per bundle to build a 40-resource OP
+consultation and a 30-observation lab report from typed inputs, to build plus ``bundle_bytes``, and to build plus
+validate (of the built dict). Target (issue 37): build plus validate of the lab report within 1 ms.
+
     python benchmarks/fhir_bench.py [--rounds 30]
 """
 
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import pin
 
+from health_async import fhir
 from health_async.fhir import validate
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tests" / "data" / "fhir" / "examples"
@@ -109,6 +114,81 @@ def main() -> None:
         ours = _median_us(validate, raw, args.rounds, args.inner)
         theirs = _median_us(Bundle.model_validate_json, raw, args.rounds, args.inner)
         print(f"{label:<34}{len(json.loads(raw)['entry']):>8}{ours:>13.0f}{theirs:>11.0f}{ours / theirs:>7.2f}")
+    build_lines(args.rounds, args.inner)
+
+
+def _build_inputs() -> tuple[Any, Any]:
+    import datetime as dt
+
+    when = dt.datetime(2024, 7, 10, 15, 44, 1, tzinfo=fhir.INDIA)
+    who: dict[str, Any] = {
+        "patient": fhir.Patient("A. Patient", gender="female", abha_number="91-0000-0000-0000"),
+        "practitioner": fhir.Practitioner("Dr. A", license_number="1"),
+        "date": when,
+    }
+    conditions = [fhir.Condition(f"complaint {i}", code=fhir.Coding.snomed("297142003")) for i in range(10)]
+    meds = [fhir.Medication(f"medicine {i}", dosage="1 tablet twice a day") for i in range(10)]
+
+    def op() -> dict[str, Any]:  # 5 + 35 = 40 resources
+        return fhir.op_consult(
+            care_context_id="bench-op",
+            organization=fhir.Organization("H", facility_id="IN0000"),
+            **who,
+            chief_complaints=conditions,
+            allergies=[fhir.Allergy("dust")],
+            medical_history=conditions[:5],
+            investigation_advice=[fhir.Investigation(f"test {i}") for i in range(5)],
+            medications=meds,
+            procedures=[fhir.Procedure("procedure", date=when)] * 3,
+            follow_up=[fhir.FollowUp(when)],
+        )
+
+    observations = [
+        fhir.Observation(
+            f"test {i}",
+            value=10.5 + i,
+            unit="mg/dL",
+            low=5,
+            high=50,
+            interpretation="normal",
+            code=fhir.Coding.loinc("718-7"),
+        )
+        for i in range(30)
+    ]
+
+    def lab() -> dict[str, Any]:
+        return fhir.lab_report(
+            care_context_id="bench-lab",
+            organization=fhir.Organization("L", facility_id="IN0001"),
+            **who,
+            observations=observations,
+        )
+
+    return op, lab
+
+
+def _median_call_us(fn: Any, rounds: int, inner: int) -> float:
+    fn()
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - t) / inner)
+    return statistics.median(times) * 1e6
+
+
+def build_lines(rounds: int, inner: int) -> None:
+    """The builders' lines: build, build + bytes, build + validate (µs per bundle)."""
+    op, lab = _build_inputs()
+    print(f"\n{'built bundle':<34}{'entries':>8}{'build µs':>10}{'+bytes µs':>11}{'+validate µs':>14}")
+    for label, make in (("OP consultation (40 resources)", op), ("lab report (30 observations)", lab)):
+        bundle = make()
+        assert validate(bundle).ok
+        build = _median_call_us(make, rounds, inner)
+        to_bytes = _median_call_us(lambda: fhir.bundle_bytes(make()), rounds, inner)  # noqa: B023
+        checked = _median_call_us(lambda: validate(make()), rounds, inner)  # noqa: B023
+        print(f"{label:<34}{len(bundle['entry']):>8}{build:>10.0f}{to_bytes:>11.0f}{checked:>14.0f}")
 
 
 if __name__ == "__main__":

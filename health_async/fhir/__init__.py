@@ -1,10 +1,43 @@
-"""FHIR records for ABDM: the seven NRCeS document types (:class:`RecordType`), :func:`validate`, which checks a
-document offline before it leaves, and :func:`read`, which turns any producer's document into a typed, tolerant
-:class:`FhirRecord`.
+"""FHIR records for ABDM: the seven NRCeS document types (:class:`RecordType`), the builders (:func:`op_consult`,
+:func:`lab_report`, ... :func:`from_processing_result`), which write a document from typed inputs, :func:`validate`,
+which checks a document offline before it leaves, and :func:`read`, which turns any producer's document into a
+typed, tolerant :class:`FhirRecord`.
 
 Needs neither the network nor the client: ``import health_async.fhir`` works on its own.
 """
 
+from ._build import (
+    DEFAULT_NAMESPACE,
+    INDIA,
+    bundle_bytes,
+    discharge_summary,
+    from_processing_result,
+    health_document,
+    imaging_report,
+    immunization_record,
+    lab_report,
+    op_consult,
+    prescription,
+    wellness_record,
+)
+from ._build_inputs import (
+    Allergy,
+    Coding,
+    Condition,
+    Document,
+    Encounter,
+    FamilyHistory,
+    FollowUp,
+    Gender,
+    Immunization,
+    Investigation,
+    Medication,
+    Observation,
+    Organization,
+    Patient,
+    Practitioner,
+    Procedure,
+)
 from ._read import (
     Attachment,
     ClinicalEntry,
@@ -20,18 +53,46 @@ from ._types import NRCES_PROFILE_BASE, RecordType
 from ._validate import Problem, ValidationReport, validate
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
+    "INDIA",
     "NRCES_PROFILE_BASE",
+    "Allergy",
     "Attachment",
     "ClinicalEntry",
+    "Coding",
+    "Condition",
+    "Document",
+    "Encounter",
+    "FamilyHistory",
     "FhirDate",
     "FhirRecord",
+    "FollowUp",
+    "Gender",
+    "Immunization",
+    "Investigation",
+    "Medication",
     "MedicationInfo",
+    "Observation",
     "ObservationValue",
+    "Organization",
     "Party",
+    "Patient",
     "PatientInfo",
+    "Practitioner",
     "Problem",
+    "Procedure",
     "RecordType",
     "ValidationReport",
+    "bundle_bytes",
+    "discharge_summary",
+    "from_processing_result",
+    "health_document",
+    "imaging_report",
+    "immunization_record",
+    "lab_report",
+    "op_consult",
+    "prescription",
     "read",
     "validate",
+    "wellness_record",
 ]

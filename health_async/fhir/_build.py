@@ -1,0 +1,1216 @@
+"""The builders: one function per ABDM record type, from typed inputs (``_build_inputs.py``) to the FHIR R4
+``document`` Bundle as it must be sent (a dict; :func:`bundle_bytes` gives its JSON).
+
+What every bundle has: the Composition first; ``urn:uuid:`` full URLs and references; the guide's ``meta.profile``
+on every resource (``DocumentBundle`` on the Bundle); the record's SNOMED CT Composition type and the section codes
+the guide lists (``_rules.py``, the declarations :func:`~health_async.fhir.validate` checks); an identifier and a
+timestamp with India's offset (+05:30).
+
+Deterministic: the same input gives the same bytes. Every id is ``uuid5(namespace, f"{care_context_id}/{role}/{i}")``
+(``role`` the resource's place, e.g. ``observation``, ``allergies``; ``i`` its index there), keys are written in a
+fixed order and no clock is read: the timestamp is the record's date unless given. So a re-push or a re-link sends
+the same document.
+
+Codes: the caller's (:class:`Coding`) are used; without one an element carries its text only. The builders write
+no clinical code of their own: only the guide's fixed document and section codes and HL7's structural codes
+(encounter class, observation interpretation, diagnostic service section, identifier types).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import uuid
+from collections.abc import Sequence
+from typing import Any, Final
+
+from .. import _json
+from .._wire import epoch_datetime
+from ..models.records._documents import ReportItem, SmartReport
+from ..models.records._processing import ProcessingResult
+from . import _rules
+from ._build_inputs import (
+    _ENCOUNTER_CLASSES,
+    INTERPRETATIONS,
+    SNOMED,
+    Allergy,
+    Coding,
+    Condition,
+    Document,
+    Encounter,
+    FamilyHistory,
+    FollowUp,
+    Immunization,
+    Investigation,
+    Medication,
+    Observation,
+    Organization,
+    Patient,
+    Practitioner,
+    Procedure,
+)
+from ._types import NRCES_PROFILE_BASE, RecordType
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "INDIA",
+    "bundle_bytes",
+    "discharge_summary",
+    "from_processing_result",
+    "health_document",
+    "imaging_report",
+    "immunization_record",
+    "lab_report",
+    "op_consult",
+    "prescription",
+    "wellness_record",
+]
+
+#: The default namespace of the builders' ids: ``uuid5(NAMESPACE_URL, "https://nrces.in/ndhm/fhir/r4")``.
+#: Judgement call: a default keeps the few-lines promise, but two hospitals with the same care context id would then
+#: write the same ids; pass your own (``uuid5(NAMESPACE_URL, "https://your-hospital.example")``) in production.
+DEFAULT_NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "https://nrces.in/ndhm/fhir/r4")
+
+#: India Standard Time (+05:30): every date-time the builders write is in it.
+INDIA: Final = dt.timezone(dt.timedelta(hours=5, minutes=30), "IST")
+
+When = dt.date | dt.datetime
+People = Practitioner | Sequence[Practitioner] | None
+
+_V2_0203: Final = "http://terminology.hl7.org/CodeSystem/v2-0203"
+_HEALTH_ID: Final = "https://healthid.ndhm.gov.in"
+_DOCTOR_ID: Final = "https://doctor.ndhm.gov.in"
+_FACILITY_ID: Final = "https://facility.ndhm.gov.in"
+_RFC3986: Final = "urn:ietf:rfc:3986"
+
+_COMPOSITION_CODES: Final = {c.record_type: c.code for c in _rules.COMPOSITION_TYPES}
+#: The Composition type and title of each record type (display as in the guide's examples). Judgement call: the
+#: DiagnosticReportRecord's type is not fixed by the profile (1..1); the guide's examples use 721981007
+#: "Diagnostic studies report", so it is used here. WellnessRecord's is text only, as in the guide's v6 example.
+_DOCUMENT: Final = {
+    RecordType.OP_CONSULT: ("Clinical consultation report", "Consultation Report"),
+    RecordType.PRESCRIPTION: ("Prescription record", "Prescription record"),
+    RecordType.DIAGNOSTIC_REPORT: ("Diagnostic studies report", "Diagnostic Report"),
+    RecordType.DISCHARGE_SUMMARY: ("Discharge summary", "Discharge Summary"),
+    RecordType.IMMUNIZATION: ("Immunization record", "Immunization record"),
+    RecordType.WELLNESS: (None, "Wellness Record"),
+    RecordType.HEALTH_DOCUMENT: ("Record artifact", "Health Document"),
+}
+_DIAGNOSTIC_REPORT_TYPE: Final = "721981007"
+
+_SECTION_CODES: Final = {(s.record_type, s.name): s.code for s in _rules.SECTION_RULES}
+#: (title, display of the SNOMED CT code) of each named section, as in the guide's examples.
+_SECTION_TEXT: Final = {
+    "ChiefComplaints": ("Chief complaints", "Chief complaint section"),
+    "PhysicalExamination": ("Physical examination", "Physical examination section"),
+    "Allergies": ("Allergies", "Allergy record"),
+    "FamilyHistory": ("Family history", "Family history section"),
+    "InvestigationAdvice": ("Investigation Advice", "Order document"),
+    "Medications": ("Medications", "Medication summary document"),
+    "FollowUp": ("Follow Up", "Outpatient care plan"),
+    "Procedure": ("Procedure", "Clinical procedure report"),
+    "Investigations": ("Investigations", "Diagnostic studies report"),
+    "Procedures": ("Procedures", "History of past procedure section"),
+    "CarePlan": ("Care Plan", "Care plan"),
+}
+_OP_TEXT: Final = {
+    **_SECTION_TEXT,
+    "MedicalHistory": ("Medical History", "History and physical report"),
+    "DocumentReference": ("Document Reference", "Clinical consultation report"),
+}
+_DS_TEXT: Final = {
+    **_SECTION_TEXT,
+    "MedicalHistory": ("Medical History", "Past medical history section"),
+    "Medications": ("Medications", "Medication history section"),
+    "DocumentReference": ("Document Reference", "Discharge summary"),
+}
+#: Judgement call: the referral of an OP consultation goes in a section coded 306206005 "Referral to service", the
+#: ``Referral`` slice of the guide's later versions; the 2.0.1 rules checked by ``validate`` do not name it, so it is
+#: reported there as a warning (open slicing), not an error.
+_REFERRAL: Final = ("Referral", "306206005", "Referral to service")
+_WELLNESS: Final = {
+    "VitalSigns": ("Vital Signs", "ObservationVitalSigns"),
+    "BodyMeasurement": ("Body Measurement", "ObservationBodyMeasurement"),
+    "PhysicalActivity": ("Physical Activity", "ObservationPhysicalActivity"),
+    "GeneralAssessment": ("General Assessment", "ObservationGeneralAssessment"),
+    "WomenHealth": ("Women Health", "ObservationWomenHealth"),
+    "Lifestyle": ("Lifestyle", "ObservationLifestyle"),
+    "OtherObservations": ("Other Observations", "Observation"),
+}
+_SERVICE_SECTIONS: Final = {
+    "lab": ("DiagnosticReportLab", "LAB", "Laboratory"),
+    "imaging": ("DiagnosticReportImaging", "RAD", "Radiology"),
+}
+
+
+# ------------------------------------------------------------------------------------------------- dates
+
+
+def _datetime(value: When) -> str:
+    """A FHIR dateTime: a date as ``YYYY-MM-DD``; a datetime in India's offset (a naive one is taken as IST)."""
+    if isinstance(value, dt.datetime):
+        local = value.replace(tzinfo=INDIA) if value.tzinfo is None else value.astimezone(INDIA)
+        return local.isoformat(timespec="milliseconds" if local.microsecond else "seconds")
+    return value.isoformat()
+
+
+def _instant(value: When) -> str:
+    """A FHIR instant (date, time and offset): a date is its midnight in India."""
+    if not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day, tzinfo=INDIA)
+    return _datetime(value)
+
+
+def _check_when(value: object, name: str) -> When:
+    if not isinstance(value, dt.date):
+        raise TypeError(f"{name} must be a datetime.date or datetime.datetime")
+    return value
+
+
+# ------------------------------------------------------------------------------------------------- pieces
+
+
+def _concept(text: str | None, code: Coding | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if code is not None:
+        coding: dict[str, Any] = {"system": code.system, "code": code.code}
+        if code.display is not None:
+            coding["display"] = code.display
+        out["coding"] = [coding]
+    if text is not None:
+        out["text"] = text
+    return out
+
+
+def _fixed(system: str, code: str, display: str | None) -> dict[str, Any]:
+    coding: dict[str, Any] = {"system": system, "code": code}
+    if display is not None:
+        coding["display"] = display
+    return {"coding": [coding]}
+
+
+def _identifier(system: str | None, value: str, type_code: tuple[str, str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if type_code is not None:
+        out["type"] = _fixed(_V2_0203, *type_code)
+    if system is not None:
+        out["system"] = system
+    out["value"] = value
+    return out
+
+
+def _attachment(doc: Document, title: str | None, created: When | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"contentType": doc.content_type, "data": base64.b64encode(doc.data).decode("ascii")}
+    if title is not None:
+        out["title"] = title
+    if created is not None:
+        out["creation"] = _datetime(created)
+    return out
+
+
+def _quantity(value: int | float, unit: str | None) -> dict[str, Any]:
+    return {"value": value} if unit is None else {"value": value, "unit": unit}
+
+
+def _people(practitioner: People) -> tuple[Practitioner, ...]:
+    if practitioner is None:
+        return ()
+    if isinstance(practitioner, Practitioner):
+        return (practitioner,)
+    out = tuple(practitioner)
+    if not all(isinstance(p, Practitioner) for p in out):
+        raise TypeError("practitioner must be a fhir.Practitioner or a sequence of them")
+    return out
+
+
+def _items(value: Sequence[Any] | None, kind: type | tuple[type, ...], name: str) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence")
+    out = tuple(value)
+    if not all(isinstance(v, kind) for v in out):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise TypeError(f"{name} must hold fhir.{names} items")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- the document
+
+
+class _Doc:
+    """One bundle being built: the entries in order, the ids derived from the namespace and the care context."""
+
+    __slots__ = (
+        "_entries",
+        "_prefix",
+        "author",
+        "date",
+        "date_text",
+        "encounter",
+        "organization",
+        "patient",
+        "record",
+    )
+
+    def __init__(
+        self,
+        record: RecordType,
+        care_context_id: str,
+        namespace: uuid.UUID,
+        date: When,
+        patient: Patient,
+        organization: Organization,
+        practitioner: People,
+    ) -> None:
+        if type(care_context_id) is not str or not care_context_id:
+            raise ValueError("care_context_id must be a non-empty str")
+        if not isinstance(namespace, uuid.UUID):
+            raise TypeError("namespace must be a uuid.UUID")
+        if not isinstance(patient, Patient):
+            raise TypeError("patient must be a fhir.Patient")
+        if not isinstance(organization, Organization):
+            raise TypeError("organization must be a fhir.Organization")
+        self.record = record
+        # uuid5 by hand (the same value as uuid.uuid5(namespace, name)), the common prefix hashed once: the ids are
+        # a third of a lab report's build time otherwise.
+        self._prefix = hashlib.sha1(namespace.bytes + care_context_id.encode() + b"/", usedforsecurity=False)
+        self.date = _check_when(date, "date")
+        self.date_text = _datetime(self.date)
+        self._entries: list[dict[str, Any]] = [{}]  # the Composition's place
+        self.patient = self._patient(patient)
+        people = [self._practitioner(p, i) for i, p in enumerate(_people(practitioner))]
+        self.organization = self._organization(organization)
+        self.author = people or [self.organization]
+        self.encounter: dict[str, str] | None = None
+
+    def uid(self, role: str, index: int = 0) -> str:
+        """``str(uuid.uuid5(namespace, f"{care_context_id}/{role}/{index}"))``."""
+        sha = self._prefix.copy()
+        sha.update(f"{role}/{index}".encode())
+        d = bytearray(sha.digest()[:16])
+        d[6] = (d[6] & 0x0F) | 0x50  # version 5
+        d[8] = (d[8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = d.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def add(self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any]) -> dict[str, str]:
+        """Append a resource; its reference."""
+        rid = self.uid(role, index)
+        url = "urn:uuid:" + rid
+        res: dict[str, Any] = {"resourceType": kind, "id": rid}
+        if profile is not None:
+            res["meta"] = {"profile": [NRCES_PROFILE_BASE + profile]}
+        res.update(body)
+        self._entries.append({"fullUrl": url, "resource": res})
+        return {"reference": url}
+
+    # ------------------------------------------------------------------------------------- who
+
+    def _patient(self, p: Patient) -> dict[str, str]:
+        ids = []
+        if p.abha_number is not None:
+            ids.append(_identifier(_HEALTH_ID, p.abha_number))
+        if p.abha_address is not None:
+            ids.append(_identifier(_HEALTH_ID, p.abha_address))
+        if p.hospital_id is not None:
+            ids.append(_identifier(p.hospital_id_system, p.hospital_id, ("MR", "Medical record number")))
+        body: dict[str, Any] = {"identifier": ids, "name": [{"text": p.name}]}
+        if p.phone is not None:
+            body["telecom"] = [{"system": "phone", "value": p.phone}]
+        if p.gender is not None:
+            body["gender"] = p.gender.value
+        if p.birth_date is not None:
+            bd = p.birth_date.date() if isinstance(p.birth_date, dt.datetime) else p.birth_date
+            body["birthDate"] = bd.isoformat()
+        return self.add("patient", 0, "Patient", "Patient", body)
+
+    def _practitioner(self, p: Practitioner, i: int) -> dict[str, str]:
+        body: dict[str, Any] = {}
+        if p.license_number is not None:
+            body["identifier"] = [_identifier(_DOCTOR_ID, p.license_number, ("MD", "Medical License number"))]
+        body["name"] = [{"text": p.name}]
+        return self.add("practitioner", i, "Practitioner", "Practitioner", body)
+
+    def _organization(self, o: Organization) -> dict[str, str]:
+        body: dict[str, Any] = {}
+        if o.facility_id is not None:
+            body["identifier"] = [_identifier(_FACILITY_ID, o.facility_id, ("PRN", "Provider number"))]
+        body["name"] = o.name
+        telecom = []
+        if o.phone is not None:
+            telecom.append({"system": "phone", "value": o.phone, "use": "work"})
+        if o.email is not None:
+            telecom.append({"system": "email", "value": o.email, "use": "work"})
+        if telecom:
+            body["telecom"] = telecom
+        return self.add("organization", 0, "Organization", "Organization", body)
+
+    def add_encounter(self, encounter: Encounter | None, default_kind: str) -> None:
+        if encounter is None:
+            encounter = Encounter(kind=default_kind)
+        elif not isinstance(encounter, Encounter):
+            raise TypeError("encounter must be a fhir.Encounter")
+        code, display = _ENCOUNTER_CLASSES[encounter.kind]
+        period: dict[str, str] = {"start": _datetime(encounter.start or self.date)}
+        if encounter.end is not None:
+            period["end"] = _datetime(encounter.end)
+        body = {
+            "status": "finished",
+            "class": {"system": "http://terminology.hl7.org/CodeSystem/v3-ActCode", "code": code, "display": display},
+            "subject": self.patient,
+            "period": period,
+            "serviceProvider": self.organization,
+        }
+        self.encounter = self.add("encounter", 0, "Encounter", "Encounter", body)
+
+    # ------------------------------------------------------------------------------------- what
+
+    def condition(self, role: str, i: int, c: Condition) -> dict[str, str]:
+        body: dict[str, Any] = {}
+        if c.clinical_status is not None:
+            body["clinicalStatus"] = _fixed(
+                "http://terminology.hl7.org/CodeSystem/condition-clinical", c.clinical_status, None
+            )
+        body["code"] = _concept(c.text, c.code)
+        body["subject"] = self.patient
+        if c.onset is not None:
+            body["onsetDateTime"] = _datetime(c.onset)
+        return self.add(role, i, "Condition", "Condition", body)
+
+    def allergy(self, role: str, i: int, a: Allergy) -> dict[str, str]:
+        body = {"code": _concept(a.text, a.code), "patient": self.patient, "recordedDate": self.date_text}
+        return self.add(role, i, "AllergyIntolerance", "AllergyIntolerance", body)
+
+    def procedure(self, role: str, i: int, p: Procedure) -> dict[str, str]:
+        body: dict[str, Any] = {"status": "completed", "code": _concept(p.text, p.code), "subject": self.patient}
+        if p.date is not None:
+            body["performedDateTime"] = _datetime(p.date)
+        return self.add(role, i, "Procedure", "Procedure", body)
+
+    def service_request(self, role: str, i: int, s: Investigation) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "status": "active",
+            "intent": "order",
+            "code": _concept(s.text, s.code),
+            "subject": self.patient,
+            "authoredOn": self.date_text,
+            "requester": self.author[0],
+        }
+        return self.add(role, i, "ServiceRequest", "ServiceRequest", body)
+
+    def medication_request(self, role: str, i: int, m: Medication) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "status": "active",
+            "intent": "order",
+            "medicationCodeableConcept": _concept(m.text, m.code),
+            "subject": self.patient,
+            "authoredOn": self.date_text,
+            "requester": self.author[0],
+        }
+        if m.reason is not None:
+            body["reasonCode"] = [{"text": m.reason}]
+        if m.dosage is not None:
+            body["dosageInstruction"] = [{"text": m.dosage}]
+        return self.add(role, i, "MedicationRequest", "MedicationRequest", body)
+
+    def appointment(self, role: str, i: int, f: FollowUp) -> dict[str, str]:
+        body: dict[str, Any] = {"status": "booked"}
+        if f.text is not None:
+            body["description"] = f.text
+        body["start"] = _instant(f.date)
+        body["participant"] = [{"actor": self.patient, "status": "accepted"}]
+        return self.add(role, i, "Appointment", "Appointment", body)
+
+    def family_history(self, role: str, i: int, f: FamilyHistory) -> dict[str, str]:
+        body = {
+            "status": "completed",
+            "patient": self.patient,
+            "relationship": {"text": f.relationship},
+            "condition": [{"code": _concept(f.condition, f.code)}],
+        }
+        return self.add(role, i, "FamilyMemberHistory", "FamilyMemberHistory", body)
+
+    def observation(
+        self, role: str, i: int, o: Observation, profile: str = "Observation", category: str | None = None
+    ) -> dict[str, str]:
+        body: dict[str, Any] = {"status": "final"}
+        if category is not None:
+            body["category"] = [
+                _fixed("http://terminology.hl7.org/CodeSystem/observation-category", *_CATEGORIES[category])
+            ]
+        body["code"] = _concept(o.name, o.code)
+        body["subject"] = self.patient
+        body["effectiveDateTime"] = self.date_text if o.date is None else _datetime(o.date)
+        body["performer"] = [self.organization]
+        value = o.value
+        if isinstance(value, str):
+            body["valueString"] = value
+        elif value is not None:
+            body["valueQuantity"] = _quantity(value, o.unit)
+        if o.interpretation is not None:
+            known = INTERPRETATIONS.get(o.interpretation.strip().lower())
+            if known is None:
+                body["interpretation"] = [{"text": o.interpretation}]
+            else:
+                body["interpretation"] = [
+                    {
+                        **_fixed("http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation", *known),
+                        "text": o.interpretation,
+                    }
+                ]
+        if o.low is not None or o.high is not None or o.range_text is not None:
+            rng: dict[str, Any] = {}
+            if o.low is not None:
+                rng["low"] = _quantity(o.low, o.unit)
+            if o.high is not None:
+                rng["high"] = _quantity(o.high, o.unit)
+            if o.range_text is not None:
+                rng["text"] = o.range_text
+            body["referenceRange"] = [rng]
+        return self.add(role, i, "Observation", profile, body)
+
+    def document_reference(self, role: str, i: int, d: Document, default_title: str) -> dict[str, str]:
+        title = d.title or default_title
+        body = {
+            "status": "current",
+            "docStatus": "final",
+            "type": _concept(title, d.type),
+            "subject": self.patient,
+            "date": _instant(self.date),
+            "author": self.author,
+            "content": [{"attachment": _attachment(d, title, self.date)}],
+        }
+        return self.add(role, i, "DocumentReference", "DocumentReference", body)
+
+    def diagnostic_report(
+        self,
+        role: str,
+        kind: str,
+        title: str,
+        code: Coding | None,
+        results: list[dict[str, str]],
+        conclusion: str | None,
+        form: Document | None,
+    ) -> dict[str, str]:
+        profile, service, display = _SERVICE_SECTIONS[kind]
+        body: dict[str, Any] = {
+            "status": "final",
+            "category": [_fixed("http://terminology.hl7.org/CodeSystem/v2-0074", service, display)],
+            "code": _concept(title, code),
+            "subject": self.patient,
+        }
+        if self.encounter is not None:
+            body["encounter"] = self.encounter
+        body["effectiveDateTime"] = self.date_text
+        body["issued"] = _instant(self.date)
+        body["performer"] = [self.organization]
+        if self.author[0] is not self.organization:
+            body["resultsInterpreter"] = self.author
+        if results:
+            body["result"] = results
+        if conclusion is not None:
+            body["conclusion"] = conclusion
+        if form is not None:
+            body["presentedForm"] = [_attachment(form, form.title or title, None)]
+        return self.add(role, 0, "DiagnosticReport", profile, body)
+
+    # ------------------------------------------------------------------------------------- the whole
+
+    def finish(self, sections: list[dict[str, Any]], title: str | None, timestamp: When | None) -> dict[str, Any]:
+        sections = [s for s in sections if s.get("entry")]
+        if not sections:
+            raise ValueError(f"a {self.record.value} needs at least one entry in a section")
+        display, default_title = _DOCUMENT[self.record]
+        code = _COMPOSITION_CODES[self.record] or (
+            _DIAGNOSTIC_REPORT_TYPE if self.record is RecordType.DIAGNOSTIC_REPORT else None
+        )
+        comp_type = _fixed(SNOMED, code, display) if code is not None else {}
+        comp_type["text"] = default_title if display is None else display
+        cid = self.uid("composition")
+        comp: dict[str, Any] = {
+            "resourceType": "Composition",
+            "id": cid,
+            "meta": {"profile": [self.record.profile]},
+            "identifier": {"system": _RFC3986, "value": "urn:uuid:" + cid},
+            "status": "final",
+            "type": comp_type,
+            "subject": self.patient,
+        }
+        if self.encounter is not None:
+            comp["encounter"] = self.encounter
+        comp["date"] = self.date_text
+        comp["author"] = self.author
+        comp["title"] = title or default_title
+        comp["custodian"] = self.organization
+        comp["section"] = sections
+        self._entries[0] = {"fullUrl": "urn:uuid:" + cid, "resource": comp}
+        bid = self.uid("bundle")
+        return {
+            "resourceType": "Bundle",
+            "id": bid,
+            "meta": {"profile": [NRCES_PROFILE_BASE + "DocumentBundle"]},
+            "identifier": {"system": _RFC3986, "value": "urn:uuid:" + bid},
+            "type": "document",
+            "timestamp": _instant(self.date if timestamp is None else _check_when(timestamp, "timestamp")),
+            "entry": self._entries,
+        }
+
+
+_CATEGORIES: Final = {
+    "laboratory": ("laboratory", "Laboratory"),
+    "vital-signs": ("vital-signs", "Vital Signs"),
+}
+
+
+def _coded_section(title: str, code: str | None, display: str, refs: list[dict[str, str]]) -> dict[str, Any]:
+    section: dict[str, Any] = {"title": title}
+    if code is not None:
+        section["code"] = _fixed(SNOMED, code, display)
+    section["entry"] = refs
+    return section
+
+
+def _named(doc: _Doc, name: str, texts: dict[str, tuple[str, str]], refs: list[dict[str, str]]) -> dict[str, Any]:
+    title, display = texts[name]
+    return _coded_section(title, _SECTION_CODES[(doc.record, name)], display, refs)
+
+
+def bundle_bytes(bundle: dict[str, Any]) -> bytes:
+    """The bundle as compact UTF-8 JSON, keys in the builders' fixed order: the same bundle, the same bytes."""
+    return _json.dumps(bundle)
+
+
+# ------------------------------------------------------------------------------------------------- record types
+
+
+def op_consult(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    practitioner: People = None,
+    encounter: Encounter | None = None,
+    chief_complaints: Sequence[Condition] = (),
+    physical_examination: Sequence[Observation] = (),
+    allergies: Sequence[Allergy] = (),
+    medical_history: Sequence[Condition | Procedure] = (),
+    family_history: Sequence[FamilyHistory] = (),
+    investigation_advice: Sequence[Investigation] = (),
+    medications: Sequence[Medication] = (),
+    procedures: Sequence[Procedure] = (),
+    follow_up: Sequence[FollowUp] = (),
+    referral: Sequence[Investigation] = (),
+    documents: Sequence[Document] = (),
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """An OP consultation (``OPConsultRecord``, SNOMED CT 371530004): the visit's encounter (ambulatory unless
+    given) and the guide's sections, each written when it has entries: chief complaints, physical examination,
+    allergies, medical history, family history, investigation advice, medications, procedures, follow-up,
+    referral, documents. At least one section must have an entry.
+
+    Judgement call: the referral section (306206005) is the guide's later ``Referral`` slice; see the module.
+    """
+    doc = _Doc(RecordType.OP_CONSULT, care_context_id, namespace, date, patient, organization, practitioner)
+    doc.add_encounter(encounter, "ambulatory")
+    t = _OP_TEXT
+    sections = [
+        _named(
+            doc,
+            "ChiefComplaints",
+            t,
+            [
+                doc.condition("chief-complaints", i, c)
+                for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
+            ],
+        ),
+        _named(
+            doc,
+            "PhysicalExamination",
+            t,
+            [
+                doc.observation("physical-examination", i, o)
+                for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
+            ],
+        ),
+        _named(
+            doc,
+            "Allergies",
+            t,
+            [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
+        ),
+        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(
+            doc,
+            "FamilyHistory",
+            t,
+            [
+                doc.family_history("family-history", i, f)
+                for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
+            ],
+        ),
+        _named(
+            doc,
+            "InvestigationAdvice",
+            t,
+            [
+                doc.service_request("investigation-advice", i, s)
+                for i, s in enumerate(_items(investigation_advice, Investigation, "investigation_advice"))
+            ],
+        ),
+        _named(
+            doc,
+            "Medications",
+            t,
+            [
+                doc.medication_request("medications", i, m)
+                for i, m in enumerate(_items(medications, Medication, "medications"))
+            ],
+        ),
+        _named(
+            doc,
+            "Procedure",
+            t,
+            [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
+        ),
+        _named(
+            doc,
+            "FollowUp",
+            t,
+            [doc.appointment("follow-up", i, f) for i, f in enumerate(_items(follow_up, FollowUp, "follow_up"))],
+        ),
+        _coded_section(
+            _REFERRAL[0],
+            _REFERRAL[1],
+            _REFERRAL[2],
+            [doc.service_request("referral", i, s) for i, s in enumerate(_items(referral, Investigation, "referral"))],
+        ),
+        _named(
+            doc,
+            "DocumentReference",
+            t,
+            [
+                doc.document_reference("documents", i, d, "Consultation document")
+                for i, d in enumerate(_items(documents, Document, "documents"))
+            ],
+        ),
+    ]
+    return doc.finish(sections, title, timestamp)
+
+
+def _history(doc: _Doc, items: Sequence[Condition | Procedure]) -> list[dict[str, str]]:
+    out = []
+    for i, item in enumerate(_items(items, (Condition, Procedure), "medical_history")):
+        if isinstance(item, Condition):
+            out.append(doc.condition("medical-history", i, item))
+        else:
+            out.append(doc.procedure("medical-history", i, item))
+    return out
+
+
+def prescription(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    medications: Sequence[Medication],
+    practitioner: People = None,
+    prescription_file: Document | None = None,
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A prescription (``PrescriptionRecord``, SNOMED CT 440545006): one section of MedicationRequests and, when
+    given, the prescription's file as a Binary (the profile's one section allows both)."""
+    doc = _Doc(RecordType.PRESCRIPTION, care_context_id, namespace, date, patient, organization, practitioner)
+    refs = [
+        doc.medication_request("medications", i, m)
+        for i, m in enumerate(_items(medications, Medication, "medications"))
+    ]
+    if prescription_file is not None:
+        if not isinstance(prescription_file, Document):
+            raise TypeError("prescription_file must be a fhir.Document")
+        refs.append(
+            doc.add(
+                "file",
+                0,
+                "Binary",
+                "Binary",
+                {
+                    "contentType": prescription_file.content_type,
+                    "data": base64.b64encode(prescription_file.data).decode("ascii"),
+                },
+            )
+        )
+    code = _COMPOSITION_CODES[RecordType.PRESCRIPTION]
+    return doc.finish([_coded_section("Prescription record", code, "Prescription record", refs)], title, timestamp)
+
+
+def _report(
+    kind: str,
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    practitioner: People,
+    observations: Sequence[Observation],
+    file: Document | None,
+    conclusion: str | None,
+    title: str,
+    code: Coding | None,
+    timestamp: When | None,
+    namespace: uuid.UUID,
+) -> dict[str, Any]:
+    doc = _Doc(RecordType.DIAGNOSTIC_REPORT, care_context_id, namespace, date, patient, organization, practitioner)
+    if file is not None and not isinstance(file, Document):
+        raise TypeError("the report's file must be a fhir.Document")
+    if conclusion is not None and (type(conclusion) is not str or not conclusion.strip()):
+        raise ValueError("conclusion must be a non-empty str")
+    if code is not None and not isinstance(code, Coding):
+        raise TypeError("code must be a fhir.Coding")
+    obs = _items(observations, Observation, "observations")
+    if not obs and file is None:
+        raise ValueError("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
+    category = "laboratory" if kind == "lab" else None
+    results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
+    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file)
+    return doc.finish([_coded_section(title, None, "", [report])], title, timestamp)
+
+
+def lab_report(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    observations: Sequence[Observation],
+    practitioner: People = None,
+    report_pdf: bytes | Document | None = None,
+    conclusion: str | None = None,
+    title: str = "Laboratory report",
+    code: Coding | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A lab report (``DiagnosticReportRecord`` holding a ``DiagnosticReportLab``): one Observation per result
+    (value and unit, reference range, interpretation, the caller's LOINC code), the report's PDF as its presented
+    form (``report_pdf``: bytes of a PDF, or a :class:`Document` of another type), the date, the lab as performer
+    and the practitioner as the results' interpreter. ``code``: the panel's code (e.g. LOINC 58410-2), else the
+    title is its text.
+
+    Judgement call: the one section has a title and no code (the profile lists none for it).
+    """
+    file = Document(report_pdf, title=title) if isinstance(report_pdf, (bytes, bytearray, memoryview)) else report_pdf
+    return _report(
+        "lab",
+        care_context_id=care_context_id,
+        patient=patient,
+        organization=organization,
+        date=date,
+        practitioner=practitioner,
+        observations=observations,
+        file=file,
+        conclusion=conclusion,
+        title=title,
+        code=code,
+        timestamp=timestamp,
+        namespace=namespace,
+    )
+
+
+def imaging_report(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    file: Document,
+    text: str | None = None,
+    practitioner: People = None,
+    observations: Sequence[Observation] = (),
+    title: str = "Imaging report",
+    code: Coding | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """An imaging report (``DiagnosticReportRecord`` holding a ``DiagnosticReportImaging``): the radiologist's text
+    (``conclusion``), the report or image file as its presented form, optional measured findings as Observations,
+    and the study's code when given (e.g. LOINC 36643-5 for a chest X-ray)."""
+    return _report(
+        "imaging",
+        care_context_id=care_context_id,
+        patient=patient,
+        organization=organization,
+        date=date,
+        practitioner=practitioner,
+        observations=observations,
+        file=file,
+        conclusion=text,
+        title=title,
+        code=code,
+        timestamp=timestamp,
+        namespace=namespace,
+    )
+
+
+def discharge_summary(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    practitioner: People = None,
+    encounter: Encounter | None = None,
+    chief_complaints: Sequence[Condition] = (),
+    physical_examination: Sequence[Observation] = (),
+    allergies: Sequence[Allergy] = (),
+    medical_history: Sequence[Condition | Procedure] = (),
+    family_history: Sequence[FamilyHistory] = (),
+    investigations: Sequence[Observation] = (),
+    medications: Sequence[Medication] = (),
+    procedures: Sequence[Procedure] = (),
+    care_plan: str | None = None,
+    documents: Sequence[Document] = (),
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A discharge summary (``DischargeSummaryRecord``, SNOMED CT 373942005): the stay's encounter (inpatient unless
+    given) and the guide's sections: chief complaints, physical examination, allergies, medical history, family
+    history, investigations (the results, in one lab DiagnosticReport), medications, procedures, the care plan
+    (text, a CarePlan) and documents.
+    """
+    doc = _Doc(RecordType.DISCHARGE_SUMMARY, care_context_id, namespace, date, patient, organization, practitioner)
+    doc.add_encounter(encounter, "inpatient")
+    t = _DS_TEXT
+    results = [
+        doc.observation("investigations", i, o, category="laboratory")
+        for i, o in enumerate(_items(investigations, Observation, "investigations"))
+    ]
+    sections = [
+        _named(
+            doc,
+            "ChiefComplaints",
+            t,
+            [
+                doc.condition("chief-complaints", i, c)
+                for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
+            ],
+        ),
+        _named(
+            doc,
+            "PhysicalExamination",
+            t,
+            [
+                doc.observation("physical-examination", i, o)
+                for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
+            ],
+        ),
+        _named(
+            doc,
+            "Allergies",
+            t,
+            [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
+        ),
+        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(
+            doc,
+            "FamilyHistory",
+            t,
+            [
+                doc.family_history("family-history", i, f)
+                for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
+            ],
+        ),
+        _named(
+            doc,
+            "Investigations",
+            t,
+            [doc.diagnostic_report("investigations-report", "lab", "Investigations", None, results, None, None)]
+            if results
+            else [],
+        ),
+        _named(
+            doc,
+            "Medications",
+            t,
+            [
+                doc.medication_request("medications", i, m)
+                for i, m in enumerate(_items(medications, Medication, "medications"))
+            ],
+        ),
+        _named(
+            doc,
+            "Procedures",
+            t,
+            [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
+        ),
+        _named(doc, "CarePlan", t, [_care_plan(doc, care_plan)] if care_plan is not None else []),
+        _named(
+            doc,
+            "DocumentReference",
+            t,
+            [
+                doc.document_reference("documents", i, d, "Discharge summary document")
+                for i, d in enumerate(_items(documents, Document, "documents"))
+            ],
+        ),
+    ]
+    return doc.finish(sections, title, timestamp)
+
+
+def _care_plan(doc: _Doc, text: str) -> dict[str, str]:
+    if type(text) is not str or not text.strip():
+        raise ValueError("care_plan must be a non-empty str")
+    body = {"status": "active", "intent": "plan", "description": text, "subject": doc.patient}
+    return doc.add("care-plan", 0, "CarePlan", "CarePlan", body)
+
+
+def immunization_record(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    immunizations: Sequence[Immunization],
+    practitioner: People = None,
+    documents: Sequence[Document] = (),
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """An immunization record (``ImmunizationRecord``, SNOMED CT 41000179103): one Immunization per vaccine given
+    (the vaccine, its date, the dose number, the lot) and, when given, documents (e.g. the vaccination
+    certificate), in the profile's one section."""
+    doc = _Doc(RecordType.IMMUNIZATION, care_context_id, namespace, date, patient, organization, practitioner)
+    refs = []
+    for i, im in enumerate(_items(immunizations, Immunization, "immunizations")):
+        body: dict[str, Any] = {
+            "status": "completed",
+            "vaccineCode": _concept(im.vaccine, im.code),
+            "patient": doc.patient,
+            "occurrenceDateTime": _datetime(im.date),
+            "primarySource": True,
+        }
+        if im.lot_number is not None:
+            body["lotNumber"] = im.lot_number
+        body["performer"] = [{"actor": a} for a in doc.author]
+        if im.dose_number is not None:
+            body["protocolApplied"] = [{"doseNumberPositiveInt": im.dose_number}]
+        refs.append(doc.add("immunization", i, "Immunization", "Immunization", body))
+    refs += [
+        doc.document_reference("documents", i, d, "Immunization document")
+        for i, d in enumerate(_items(documents, Document, "documents"))
+    ]
+    code = _COMPOSITION_CODES[RecordType.IMMUNIZATION]
+    return doc.finish([_coded_section("Immunization record", code, "Immunization record", refs)], title, timestamp)
+
+
+def wellness_record(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    practitioner: People = None,
+    vital_signs: Sequence[Observation] = (),
+    body_measurements: Sequence[Observation] = (),
+    physical_activity: Sequence[Observation] = (),
+    general_assessment: Sequence[Observation] = (),
+    women_health: Sequence[Observation] = (),
+    lifestyle: Sequence[Observation] = (),
+    other_observations: Sequence[Observation] = (),
+    documents: Sequence[Document] = (),
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A wellness record (``WellnessRecord``): the guide's sections, recognised by their fixed titles (the profile
+    gives them no code): vital signs, body measurements, physical activity, general assessment, women's health,
+    lifestyle, other observations, documents. Each Observation carries the section's Observation profile.
+
+    Judgement call: a blood pressure is two observations (systolic, diastolic) or one text value (``"120/80"``);
+    components are not built.
+    """
+    doc = _Doc(RecordType.WELLNESS, care_context_id, namespace, date, patient, organization, practitioner)
+    given = {
+        "VitalSigns": vital_signs,
+        "BodyMeasurement": body_measurements,
+        "PhysicalActivity": physical_activity,
+        "GeneralAssessment": general_assessment,
+        "WomenHealth": women_health,
+        "Lifestyle": lifestyle,
+        "OtherObservations": other_observations,
+    }
+    sections = []
+    for name, items in given.items():
+        section_title, profile = _WELLNESS[name]
+        role = name.lower()
+        category = "vital-signs" if name == "VitalSigns" else None
+        refs = [
+            doc.observation(role, i, o, profile, category)
+            for i, o in enumerate(_items(items, Observation, _snake(name)))
+        ]
+        sections.append(_coded_section(section_title, None, "", refs))
+    refs = [
+        doc.document_reference("documents", i, d, "Wellness document")
+        for i, d in enumerate(_items(documents, Document, "documents"))
+    ]
+    sections.append(_coded_section("Document Reference", None, "", refs))
+    return doc.finish(sections, title, timestamp)
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def health_document(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    documents: Sequence[Document] | Document,
+    practitioner: People = None,
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A health document (``HealthDocumentRecord``, SNOMED CT 419891008 "Record artifact"): one or more files (a
+    PDF, a scan) as DocumentReferences, each with its title and, when given, the code of its type."""
+    doc = _Doc(RecordType.HEALTH_DOCUMENT, care_context_id, namespace, date, patient, organization, practitioner)
+    docs = (documents,) if isinstance(documents, Document) else _items(documents, Document, "documents")
+    refs = [doc.document_reference("documents", i, d, "Health document") for i, d in enumerate(docs)]
+    return doc.finish([_coded_section(title or "Health Document", None, "", refs)], title, timestamp)
+
+
+# ------------------------------------------------------------------------------------------------- processing results
+
+
+def from_processing_result(
+    result: ProcessingResult | SmartReport,
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    practitioner: People = None,
+    original_file: bytes | None = None,
+    content_type: str = "application/pdf",
+    date: When | None = None,
+    include_unverified: bool = False,
+    title: str = "Laboratory report",
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """A records-service result to a lab report (:func:`lab_report`): each extracted test an Observation (its name,
+    value, unit, the report's range, its LOINC code when the service found one), the original file as the report's
+    presented form when given, the report's date.
+
+    ``result`` is a :class:`~health_async.models.ProcessingResult` (its ``tests``) or a document's
+    :class:`~health_async.models.SmartReport` (its ``verified`` items; ``include_unverified=True`` adds the
+    others, each with the flag the service printed as its interpretation).
+
+    ``date``: default the document date of the result's PII block (``DocumentDate``, an epoch); a ``ValueError``
+    when there is none.
+
+    Judgement call: a ``ProcessingResult`` has no verified flag nor printed flag; all its tests are taken and no
+    interpretation is computed from the range (that would be a clinical judgement the report did not make).
+    Judgement call: a value that is not a plain number (``"<0.5"``) is kept as text (``valueString``).
+    """
+    found: list[Observation | None]
+    if isinstance(result, ProcessingResult):
+        found = [_from_test(t) for t in result.tests]
+        if date is None:
+            date = _pii_date(result)
+    elif isinstance(result, SmartReport):
+        items = result.items if include_unverified else result.verified
+        found = [_from_item(i) for i in items]
+    else:
+        raise TypeError("result must be a ProcessingResult or a SmartReport")
+    if date is None:
+        raise ValueError("no date: pass date= (the result's PII block has no DocumentDate)")
+    observations = [o for o in found if o is not None]
+    if not observations:
+        raise ValueError("the result has no test to report")
+    file = None if original_file is None else Document(original_file, content_type=content_type, title=title)
+    return lab_report(
+        care_context_id=care_context_id,
+        patient=patient,
+        organization=organization,
+        date=date,
+        observations=observations,
+        practitioner=practitioner,
+        report_pdf=file,
+        title=title,
+        timestamp=timestamp,
+        namespace=namespace,
+    )
+
+
+def _plain_number(text: str | None) -> float | int | None:
+    if text is None:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if number != number or number in (float("inf"), float("-inf")):
+        return None
+    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
+
+
+def _from_test(test: Any) -> Observation | None:
+    if not test.name or not test.name.strip():
+        return None
+    number = _plain_number(test.value)
+    rng = test.range
+    value: int | float | str | None = number if number is not None else (test.value or None)
+    return Observation(
+        test.name.strip(),
+        value=value,
+        unit=(test.unit_processed or test.unit) or None,
+        low=rng.low if rng is not None else None,
+        high=rng.high if rng is not None else None,
+        range_text=test.display_range or None,
+        code=Coding.loinc(test.loinc_id) if test.loinc_id else None,
+    )
+
+
+def _from_item(item: ReportItem) -> Observation | None:
+    if not item.name or not item.name.strip():
+        return None
+    number = _plain_number(item.value)
+    low = high = None
+    if item.range:
+        parts = item.range.split("-")
+        if len(parts) == 2:
+            low, high = _plain_number(parts[0].strip()), _plain_number(parts[1].strip())
+    flag = item.flag
+    interpretation = None if flag.name in ("UNKNOWN", "UNDETERMINED") else flag.label
+    return Observation(
+        item.name.strip(),
+        value=number if number is not None else (item.value or None),
+        unit=item.unit or None,
+        low=low,
+        high=high,
+        range_text=item.range or None,
+        interpretation=interpretation,
+        date=epoch_datetime(item.date) if item.date is not None else None,
+    )
+
+
+def _pii_date(result: ProcessingResult) -> dt.datetime | None:
+    pii = result.pii
+    if not pii:
+        return None
+    for pages in pii.values():
+        for page in pages if isinstance(pages, list) else ():
+            if isinstance(page, dict) and page.get("DocumentDate") is not None:
+                return epoch_datetime(page["DocumentDate"])
+    return None

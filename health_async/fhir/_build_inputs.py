@@ -1,0 +1,390 @@
+"""The typed inputs of the builders (``_build.py``): who (patient, practitioner, organization, encounter) and what
+(observations, conditions, medications, documents, ...).
+
+Every class is a frozen attrs class. Their ``repr`` shows the class and no person's data nor clinical value: the
+fields that hold them are ``repr=False`` (a repr ends up in logs and tracebacks). Checks at construction raise
+``TypeError``/``ValueError`` naming the field, never its value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+
+__all__ = [
+    "Allergy",
+    "Coding",
+    "Gender",
+    "Condition",
+    "Document",
+    "Encounter",
+    "FamilyHistory",
+    "FollowUp",
+    "Immunization",
+    "Investigation",
+    "Medication",
+    "Observation",
+    "Organization",
+    "Patient",
+    "Practitioner",
+    "Procedure",
+]
+
+SNOMED: Final = "http://snomed.info/sct"
+LOINC: Final = "http://loinc.org"
+
+When = dt.date | dt.datetime
+Number = int | float
+
+
+def _text(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if type(value) is not str:
+            raise TypeError(f"{name} must be a str")
+        if not value.strip():
+            raise ValueError(f"{name} must not be empty")
+
+    return check
+
+
+def _opt_text(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is not None:
+            _text(name)(_inst, _attr, value)
+
+    return check
+
+
+def _opt_when(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is not None and not isinstance(value, dt.date):
+            raise TypeError(f"{name} must be a datetime.date or datetime.datetime")
+
+    return check
+
+
+def _opt_number(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is None:
+            return
+        if type(value) is bool or not isinstance(value, (int, float)):
+            raise TypeError(f"{name} must be an int or a float")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{name} must be a finite number")
+
+    return check
+
+
+def _opt_coding(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is not None and not isinstance(value, Coding):
+            raise TypeError(f"{name} must be a fhir.Coding")
+
+    return check
+
+
+def _tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
+    return () if value is None else tuple(value)
+
+
+@attrs.frozen
+class Coding:
+    """A code the caller gives (SNOMED CT, LOINC, ...): the builders put it in a CodeableConcept beside the text.
+    They never make one up: without a ``Coding`` an element carries its text only.
+
+    ``repr`` shows the system, not the code (a diagnosis code is health data).
+    """
+
+    system: str = attrs.field(validator=_text("Coding.system"))
+    code: str = attrs.field(repr=False, validator=_text("Coding.code"))
+    display: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Coding.display"))
+
+    @classmethod
+    def snomed(cls, code: str, display: str | None = None) -> Coding:
+        """A SNOMED CT code (system ``http://snomed.info/sct``)."""
+        return cls(SNOMED, code, display)
+
+    @classmethod
+    def loinc(cls, code: str, display: str | None = None) -> Coding:
+        """A LOINC code (system ``http://loinc.org``)."""
+        return cls(LOINC, code, display)
+
+
+class Gender(enum.StrEnum):
+    """FHIR's administrative gender (``Patient.gender``)."""
+
+    MALE = "male"
+    FEMALE = "female"
+    OTHER = "other"
+    UNKNOWN = "unknown"
+
+
+def _gender(value: object) -> Gender | None:
+    if value is None or isinstance(value, Gender):
+        return value
+    if type(value) is str:
+        try:
+            return Gender(value.strip().lower())
+        except ValueError:
+            pass
+    raise ValueError("Patient.gender must be male, female, other or unknown")
+
+
+@attrs.frozen
+class Patient:
+    """The patient: ``name`` and at least one identifier, the ABHA number (``91-1111-2222-3333``), the ABHA address
+    (``name@abdm``) or the hospital's own id (its medical record number).
+
+    Identifiers as the guide's examples write them: the ABHA number and address under the system
+    ``https://healthid.ndhm.gov.in``, the hospital's id with type ``MR`` (HL7 v2-0203) under
+    ``hospital_id_system`` (omitted when not given).
+
+    Judgement call: the ABHA number and address carry no ``type`` coding (the guide's versions disagree on it: v2
+    writes ``MR``, v6 its own ``ABHA`` code); their system says what they are. ``repr`` shows nothing of the person.
+    """
+
+    name: str = attrs.field(repr=False, validator=_text("Patient.name"))
+    gender: Gender | None = attrs.field(repr=False, default=None, converter=_gender, kw_only=True)
+    birth_date: dt.date | None = attrs.field(
+        repr=False, default=None, validator=_opt_when("Patient.birth_date"), kw_only=True
+    )
+    abha_number: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Patient.abha_number"), kw_only=True
+    )
+    abha_address: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Patient.abha_address"), kw_only=True
+    )
+    hospital_id: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Patient.hospital_id"), kw_only=True
+    )
+    hospital_id_system: str | None = attrs.field(
+        default=None, validator=_opt_text("Patient.hospital_id_system"), kw_only=True
+    )
+    phone: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Patient.phone"), kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.abha_number is None and self.abha_address is None and self.hospital_id is None:
+            raise ValueError("Patient needs an identifier: abha_number, abha_address or hospital_id")
+
+
+@attrs.frozen
+class Practitioner:
+    """A practitioner: ``name`` and, when known, the medical licence (or HPR) number, written with type ``MD`` under
+    ``https://doctor.ndhm.gov.in`` as in the guide's examples. ``repr`` shows neither (personal data)."""
+
+    name: str = attrs.field(repr=False, validator=_text("Practitioner.name"))
+    license_number: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Practitioner.license_number"), kw_only=True
+    )
+
+
+@attrs.frozen
+class Organization:
+    """The hospital, clinic or lab: ``name`` and its ABDM facility id (HFR), written with type ``PRN`` under
+    ``https://facility.ndhm.gov.in`` as in the guide's examples; ``phone`` and ``email`` as its contacts."""
+
+    name: str = attrs.field(validator=_text("Organization.name"))
+    facility_id: str | None = attrs.field(default=None, validator=_opt_text("Organization.facility_id"), kw_only=True)
+    phone: str | None = attrs.field(default=None, validator=_opt_text("Organization.phone"), kw_only=True)
+    email: str | None = attrs.field(default=None, validator=_opt_text("Organization.email"), kw_only=True)
+
+
+_ENCOUNTER_CLASSES: Final = {
+    "ambulatory": ("AMB", "ambulatory"),
+    "inpatient": ("IMP", "inpatient encounter"),
+    "emergency": ("EMER", "emergency"),
+    "virtual": ("VR", "virtual"),
+    "home": ("HH", "home health"),
+}
+
+
+def _kind(_inst: object, _attr: object, value: object) -> None:
+    if value not in _ENCOUNTER_CLASSES:
+        raise ValueError(f"Encounter.kind must be one of {', '.join(_ENCOUNTER_CLASSES)}")
+
+
+@attrs.frozen(kw_only=True)
+class Encounter:
+    """The visit: its ``kind`` (``ambulatory``, ``inpatient``, ``emergency``, ``virtual``, ``home``: HL7
+    v3-ActCode ``AMB``, ``IMP``, ``EMER``, ``VR``, ``HH``), ``start`` (default: the record's date) and ``end``."""
+
+    kind: str = attrs.field(default="ambulatory", validator=_kind)
+    start: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Encounter.start"))
+    end: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Encounter.end"))
+
+
+@attrs.frozen
+class Condition:
+    """A complaint, diagnosis or past illness: its text and, when the caller has one, its code."""
+
+    text: str = attrs.field(repr=False, validator=_text("Condition.text"))
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Condition.code"), kw_only=True)
+    #: ``active``, ``recurrence``, ``relapse``, ``inactive``, ``remission`` or ``resolved`` (HL7
+    #: condition-clinical); ``None``: not said.
+    clinical_status: str | None = attrs.field(repr=False, default=None, kw_only=True)
+    onset: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Condition.onset"), kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.clinical_status is not None and self.clinical_status not in _CLINICAL:
+            raise ValueError(f"Condition.clinical_status must be one of {', '.join(_CLINICAL)}")
+
+
+_CLINICAL: Final = ("active", "recurrence", "relapse", "inactive", "remission", "resolved")
+
+
+@attrs.frozen
+class Allergy:
+    """An allergy or intolerance (``"No known allergy"`` is one too): its text and, when given, its code."""
+
+    text: str = attrs.field(repr=False, validator=_text("Allergy.text"))
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Allergy.code"), kw_only=True)
+
+
+@attrs.frozen
+class Procedure:
+    """A procedure done: its text, its code when given, and its date."""
+
+    text: str = attrs.field(repr=False, validator=_text("Procedure.text"))
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Procedure.code"), kw_only=True)
+    date: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Procedure.date"), kw_only=True)
+
+
+@attrs.frozen
+class Investigation:
+    """A test or service asked for (a ServiceRequest): investigation advice, or a referral."""
+
+    text: str = attrs.field(repr=False, validator=_text("Investigation.text"))
+    code: Coding | None = attrs.field(
+        repr=False, default=None, validator=_opt_coding("Investigation.code"), kw_only=True
+    )
+
+
+@attrs.frozen
+class Medication:
+    """A medicine prescribed (a MedicationRequest): its text (name and strength), its code when given, the dosage
+    as written (``"1 tablet twice a day after food"``) and the reason."""
+
+    text: str = attrs.field(repr=False, validator=_text("Medication.text"))
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Medication.code"), kw_only=True)
+    dosage: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Medication.dosage"), kw_only=True)
+    reason: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Medication.reason"), kw_only=True)
+
+
+@attrs.frozen
+class FollowUp:
+    """A follow-up visit (an Appointment): when, and what for."""
+
+    date: dt.date = attrs.field(repr=False, validator=_opt_when("FollowUp.date"))
+    text: str | None = attrs.field(repr=False, default=None, validator=_opt_text("FollowUp.text"), kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.date is None:
+            raise TypeError("FollowUp.date must be a datetime.date or datetime.datetime")
+
+
+@attrs.frozen
+class FamilyHistory:
+    """A relative's condition: the relationship (``"Father"``) and the condition, as text (codes when given)."""
+
+    relationship: str = attrs.field(repr=False, validator=_text("FamilyHistory.relationship"))
+    condition: str = attrs.field(repr=False, validator=_text("FamilyHistory.condition"))
+    code: Coding | None = attrs.field(
+        repr=False, default=None, validator=_opt_coding("FamilyHistory.code"), kw_only=True
+    )
+
+
+#: The interpretations known by name, to HL7 v3-ObservationInterpretation codes (``high`` -> ``H``).
+INTERPRETATIONS: Final = {
+    "normal": ("N", "Normal"),
+    "high": ("H", "High"),
+    "low": ("L", "Low"),
+    "abnormal": ("A", "Abnormal"),
+    "critically high": ("HH", "Critical high"),
+    "critically low": ("LL", "Critical low"),
+    "very high": ("HU", "Significantly high"),
+    "very low": ("LU", "Significantly low"),
+}
+
+
+def _value(_inst: object, _attr: object, value: Any) -> None:
+    if value is None or type(value) is str:
+        return
+    _opt_number("Observation.value")(_inst, _attr, value)
+
+
+@attrs.frozen
+class Observation:
+    """One measured or observed value: a lab result, a vital sign, a body measurement.
+
+    ``value`` a number (with ``unit``: a Quantity) or text (``"Positive"``, ``"<0.5"``); the reference range as
+    ``low``/``high`` (in ``unit``) and/or ``range_text`` as printed; ``interpretation`` a name (``normal``,
+    ``high``, ``low``, ``abnormal``, ``critically high``, ``critically low``, ``very high``, ``very low``: HL7's
+    v3-ObservationInterpretation code) or any other text (kept as text); ``code`` the LOINC (or SNOMED CT) code
+    when the caller has one; ``date`` when it was taken (default: the record's date).
+    """
+
+    name: str = attrs.field(repr=False, validator=_text("Observation.name"))
+    value: Number | str | None = attrs.field(repr=False, default=None, validator=_value, kw_only=True)
+    unit: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Observation.unit"), kw_only=True)
+    low: Number | None = attrs.field(repr=False, default=None, validator=_opt_number("Observation.low"), kw_only=True)
+    high: Number | None = attrs.field(repr=False, default=None, validator=_opt_number("Observation.high"), kw_only=True)
+    range_text: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Observation.range_text"), kw_only=True
+    )
+    interpretation: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Observation.interpretation"), kw_only=True
+    )
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Observation.code"), kw_only=True)
+    date: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Observation.date"), kw_only=True)
+
+
+@attrs.frozen
+class Immunization:
+    """A vaccine given: the vaccine (text, and its code when given), the date, the dose number and the lot."""
+
+    vaccine: str = attrs.field(repr=False, validator=_text("Immunization.vaccine"))
+    date: dt.date = attrs.field(repr=False, validator=_opt_when("Immunization.date"), kw_only=True)
+    code: Coding | None = attrs.field(
+        repr=False, default=None, validator=_opt_coding("Immunization.code"), kw_only=True
+    )
+    dose_number: int | None = attrs.field(repr=False, default=None, kw_only=True)
+    lot_number: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("Immunization.lot_number"), kw_only=True
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.date is None:
+            raise TypeError("Immunization.date must be a datetime.date or datetime.datetime")
+        if self.dose_number is not None and (type(self.dose_number) is not int or self.dose_number < 1):
+            raise ValueError("Immunization.dose_number must be a positive int")
+
+
+def _to_bytes(value: bytes | bytearray | memoryview) -> bytes:
+    return bytes(value) if isinstance(value, (bytes, bytearray, memoryview)) else value
+
+
+def _bytes(_inst: object, _attr: object, value: Any) -> None:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError("Document.data must be bytes")
+    if not len(value):
+        raise ValueError("Document.data must not be empty")
+
+
+@attrs.frozen
+class Document:
+    """A file (a PDF, a scan): its bytes, content type, a title and, when given, a code of its type (SNOMED CT,
+    e.g. ``4241000179101`` "Laboratory report"). Embedded as base64 (``attachment.data``)."""
+
+    data: bytes = attrs.field(repr=False, validator=_bytes, converter=_to_bytes)
+    content_type: str = attrs.field(default="application/pdf", validator=_text("Document.content_type"), kw_only=True)
+    title: str | None = attrs.field(repr=False, default=None, validator=_opt_text("Document.title"), kw_only=True)
+    type: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Document.type"), kw_only=True)
+
+
+def as_tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
+    """A sequence argument as a tuple (``None``: empty)."""
+    return _tuple(value)

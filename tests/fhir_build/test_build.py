@@ -1,0 +1,353 @@
+"""The builders (``health_async.fhir.op_consult``, ``lab_report``, ...): what they write is what ABDM expects.
+
+Every built bundle is checked three ways: byte for byte against its golden file (``tests/data/fhir_build``),
+by the library's own :func:`~health_async.fhir.validate` (no error), and by an independent FHIR implementation,
+``fhir.resources`` 8.x (R4B models), as the oracle.
+
+Regenerate the golden files after an intended change, then read the diff:
+
+    HEALTH_ASYNC_REGENERATE_FHIR_BUILD=1 python -m pytest -q tests/fhir_build/
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from health_async import fhir
+from health_async._wire import structure
+from health_async.fhir import _rules
+from health_async.models import ProcessingResult
+from health_async.models.records._documents import SmartReport
+from health_async.testing._data import FakeData
+from health_async.testing.records._results import completed_result
+
+from . import _inputs
+from ._inputs import DOCTOR, HOSPITAL, LAB, PATIENT, PDF, RECORDS, WHEN
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "fhir_build"
+REGENERATE = os.environ.get("HEALTH_ASYNC_REGENERATE_FHIR_BUILD") == "1"
+RECORD_TYPE = {
+    "op_consult": fhir.RecordType.OP_CONSULT,
+    "prescription": fhir.RecordType.PRESCRIPTION,
+    "lab_report": fhir.RecordType.DIAGNOSTIC_REPORT,
+    "imaging_report": fhir.RecordType.DIAGNOSTIC_REPORT,
+    "discharge_summary": fhir.RecordType.DISCHARGE_SUMMARY,
+    "immunization_record": fhir.RecordType.IMMUNIZATION,
+    "wellness_record": fhir.RecordType.WELLNESS,
+    "health_document": fhir.RecordType.HEALTH_DOCUMENT,
+}
+fhir_bundle = pytest.importorskip("fhir.resources.R4B.bundle")
+
+
+def _golden_bytes(bundle: dict[str, Any]) -> bytes:
+    # Indented for a readable diff; the bytes a builder sends are fhir.bundle_bytes (compared below too).
+    return json.dumps(bundle, indent=1, ensure_ascii=False).encode() + b"\n"
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_golden_bundle_byte_for_byte(name: str) -> None:
+    path = GOLDEN / f"{name}.json"
+    built = _golden_bytes(RECORDS[name]())
+    if REGENERATE:
+        path.write_bytes(built)
+    assert path.exists(), f"no golden file: run with HEALTH_ASYNC_REGENERATE_FHIR_BUILD=1 ({path.name})"
+    assert built == path.read_bytes()
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_every_built_bundle_validates_and_the_oracle_parses_it(name: str) -> None:
+    bundle = RECORDS[name]()
+    report = fhir.validate(fhir.bundle_bytes(bundle))
+    assert report.ok, report.errors
+    assert report.record_type is RECORD_TYPE[name]
+    # The one warning allowed: the OP consultation's referral section, a slice the 2.0.1 rules do not name.
+    assert all(p.rule == "OPConsultRecord.section" for p in report.warnings)
+    assert len(report.warnings) == (1 if name == "op_consult" else 0)
+    fhir_bundle.Bundle.model_validate(bundle)
+    fhir_bundle.Bundle.model_validate_json(fhir.bundle_bytes(bundle))
+
+
+def _references(obj: Any) -> list[str]:
+    if isinstance(obj, dict):
+        out = [obj["reference"]] if isinstance(obj.get("reference"), str) else []
+        return out + [r for v in obj.values() for r in _references(v)]
+    if isinstance(obj, list):
+        return [r for v in obj for r in _references(v)]
+    return []
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_the_document_as_it_must_be_sent(name: str) -> None:
+    bundle = RECORDS[name]()
+    record = RECORD_TYPE[name]
+    assert bundle["type"] == "document"
+    assert bundle["meta"]["profile"] == [fhir.NRCES_PROFILE_BASE + "DocumentBundle"]
+    assert bundle["timestamp"].endswith("+05:30") and bundle["identifier"]["value"].startswith("urn:uuid:")
+    entries = bundle["entry"]
+    comp = entries[0]["resource"]
+    assert comp["resourceType"] == "Composition" and comp["meta"]["profile"] == [record.profile]
+    assert comp["identifier"]["value"] == entries[0]["fullUrl"]
+    urls = [e["fullUrl"] for e in entries]
+    assert len(set(urls)) == len(urls)
+    for entry in entries:
+        res = entry["resource"]
+        assert entry["fullUrl"] == "urn:uuid:" + str(uuid.UUID(res["id"]))
+        assert res["meta"]["profile"][0].startswith(fhir.NRCES_PROFILE_BASE), res["resourceType"]
+    assert set(_references(bundle)) <= set(urls)
+    fixed = next(c.code for c in _rules.COMPOSITION_TYPES if c.record_type is record)
+    codes = [c["code"] for c in comp["type"].get("coding", [])]
+    assert codes == ([fixed] if fixed else ["721981007"] if record is fhir.RecordType.DIAGNOSTIC_REPORT else [])
+    listed = {s.code for s in _rules.SECTION_RULES if s.record_type is record} | {fixed, "306206005"}
+    for section in comp["section"]:
+        assert section["entry"]
+        for coding in section.get("code", {}).get("coding", []):
+            assert coding["code"] in listed
+
+
+def test_the_op_consult_can_have_every_section_the_guide_names() -> None:
+    comp = _inputs.op_consult()["entry"][0]["resource"]
+    codes = [s["code"]["coding"][0]["code"] for s in comp["section"]]
+    op_rules = [str(s.code) for s in _rules.SECTION_RULES if s.record_type is fhir.RecordType.OP_CONSULT]
+    assert sorted(codes) == sorted([*op_rules, "306206005"]) and codes[-1] == "371530004"  # documents last
+    assert comp["encounter"]["reference"].startswith("urn:uuid:")
+
+
+def test_the_same_input_gives_the_same_bytes_and_ids_follow_namespace_and_care_context() -> None:
+    a, b = fhir.bundle_bytes(_inputs.op_consult()), fhir.bundle_bytes(_inputs.op_consult())
+    assert a == b
+    first = _inputs.lab_report()
+    other_ns = fhir.lab_report(
+        care_context_id="LAB-2024-0001",
+        patient=PATIENT,
+        organization=LAB,
+        date=WHEN,
+        observations=_inputs.lab_observations(),
+        namespace=uuid.uuid5(uuid.NAMESPACE_URL, "https://hospital.example.org"),
+    )
+    other_cc = fhir.lab_report(
+        care_context_id="LAB-2024-0002",
+        patient=PATIENT,
+        organization=LAB,
+        date=WHEN,
+        observations=_inputs.lab_observations(),
+    )
+    ids = {e["resource"]["id"] for e in first["entry"]}
+    assert not ids & {e["resource"]["id"] for e in other_ns["entry"]}
+    assert not ids & {e["resource"]["id"] for e in other_cc["entry"]}
+    patient_id = str(uuid.uuid5(fhir.DEFAULT_NAMESPACE, "LAB-2024-0001/patient/0"))
+    assert first["entry"][1]["fullUrl"] == "urn:uuid:" + patient_id
+
+
+def test_times_are_written_in_india_and_nothing_reads_the_clock() -> None:
+    utc = dt.datetime(2024, 7, 10, 10, 14, 1, tzinfo=dt.UTC)
+    bundle = fhir.health_document(
+        care_context_id="c", patient=PATIENT, organization=HOSPITAL, date=utc, documents=[fhir.Document(PDF)]
+    )
+    assert bundle["timestamp"] == "2024-07-10T15:44:01+05:30"
+    assert bundle["entry"][0]["resource"]["date"] == "2024-07-10T15:44:01+05:30"
+    day = fhir.health_document(
+        care_context_id="c",
+        patient=PATIENT,
+        organization=HOSPITAL,
+        date=dt.date(2024, 7, 10),
+        documents=[fhir.Document(PDF)],
+        timestamp=dt.datetime(2024, 7, 11, 9, 0),  # naive: taken as IST
+    )
+    assert day["timestamp"] == "2024-07-11T09:00:00+05:30"
+    assert day["entry"][0]["resource"]["date"] == "2024-07-10"
+
+
+def _codings(obj: Any) -> list[tuple[str, str]]:
+    if isinstance(obj, dict):
+        own = [(c["system"], c["code"]) for c in obj.get("coding", []) if isinstance(c, dict)]
+        return own + [x for k, v in obj.items() if k != "coding" for x in _codings(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _codings(v)]
+    return []
+
+
+def test_without_a_callers_code_no_clinical_code_is_written() -> None:
+    bundle = fhir.op_consult(
+        care_context_id="c",
+        patient=PATIENT,
+        organization=HOSPITAL,
+        practitioner=DOCTOR,
+        date=WHEN,
+        chief_complaints=[fhir.Condition("Headache")],
+        allergies=[fhir.Allergy("Dust")],
+        medications=[fhir.Medication("Paracetamol 500 mg")],
+        investigation_advice=[fhir.Investigation("CBC")],
+        physical_examination=[fhir.Observation("Pulse", value=80, unit="/min", interpretation="high")],
+    )
+    guide = {c.code for c in _rules.COMPOSITION_TYPES} | {s.code for s in _rules.SECTION_RULES}
+    for system, code in _codings(bundle):
+        if system == "http://snomed.info/sct":
+            assert code in guide  # only the guide's document and section codes
+        else:
+            assert system.startswith("http://terminology.hl7.org/CodeSystem/"), system  # HL7's structural codes
+    obs = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Observation")
+    assert obs["code"] == {"text": "Pulse"} and obs["valueQuantity"] == {"value": 80, "unit": "/min"}
+
+
+def test_read_gives_back_what_was_built() -> None:
+    record = fhir.read(_inputs.lab_report())
+    assert record.record_type is fhir.RecordType.DIAGNOSTIC_REPORT
+    hb, glucose, hbsag = record.observations
+    assert (hb.name, hb.code, hb.value, hb.unit, hb.low, hb.high) == ("Haemoglobin", "718-7", 13.2, "g/dL", 12, 16)
+    assert glucose.interpretation == "high" and hbsag.value == "Non-reactive"
+    assert len(record.attachments) == 1
+
+
+SECRETS = ["Asha", "91-1111", "asha.sharma", "MRN-000123", "9800000000", "1985", "Haemoglobin", "13.2", "718-7", "Rao"]
+
+
+def test_no_repr_shows_a_persons_data_or_a_value() -> None:
+    shown = " ".join(
+        repr(x)
+        for x in (
+            PATIENT,
+            DOCTOR,
+            *_inputs.lab_observations(),
+            fhir.Coding.loinc("718-7"),
+            fhir.Condition("Haemoglobin low", code=fhir.Coding.snomed("718-7")),
+            fhir.Medication("Haemoglobin tonic", dosage="13.2 ml"),
+            fhir.Document(b"Asha Sharma 13.2", title="Haemoglobin"),
+            fhir.Immunization("Haemoglobin", date=dt.date(1985, 1, 1), lot_number="Asha"),
+        )
+    )
+    for secret in SECRETS:
+        assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: fhir.Patient("Asha Sharma"), ValueError, "Patient needs an identifier"),
+        (lambda: fhir.Patient("Asha Sharma", abha_number="91-1111", gender="f"), ValueError, "Patient.gender"),
+        (lambda: fhir.Observation("Haemoglobin", value=True), TypeError, "Observation.value"),
+        (lambda: fhir.Observation("Haemoglobin", value=float("nan")), ValueError, "Observation.value"),
+        (lambda: fhir.Immunization("Asha", date=dt.date(2024, 1, 1), dose_number=0), ValueError, "dose_number"),
+        (lambda: fhir.Encounter(kind="Asha"), ValueError, "Encounter.kind"),
+        (
+            lambda: fhir.lab_report(care_context_id="c", patient=PATIENT, organization=LAB, date=WHEN, observations=[]),
+            ValueError,
+            "observations or a file",
+        ),
+        (
+            lambda: fhir.op_consult(care_context_id="c", patient=PATIENT, organization=HOSPITAL, date=WHEN),
+            ValueError,
+            "at least one entry",
+        ),
+        (
+            lambda: fhir.prescription(
+                care_context_id="c",
+                patient=PATIENT,
+                organization=HOSPITAL,
+                date=WHEN,
+                medications=["Asha"],  # type: ignore[list-item]
+            ),
+            TypeError,
+            "medications",
+        ),
+    ],
+)
+def test_wrong_inputs_are_refused_naming_the_field_not_the_value(make: Any, error: type, message: str) -> None:
+    with pytest.raises(error, match=message) as caught:
+        make()
+    assert "Asha" not in str(caught.value) and "91-1111" not in str(caught.value)
+
+
+# ---------------------------------------------------------------------------------------- from_processing_result
+
+
+def _fake_result(document_id: str = "doc-7") -> ProcessingResult:
+    body = completed_result({"document_date_epoch": 1_720_604_641}, document_id)
+    raw = json.loads(json.dumps(body))  # as it comes off the wire
+    return structure(raw, ProcessingResult, document_id=document_id)
+
+
+def test_from_processing_result_makes_a_lab_report_of_the_fakes_result() -> None:
+    result = _fake_result()
+    bundle = fhir.from_processing_result(
+        result, care_context_id="doc-7", patient=PATIENT, organization=LAB, practitioner=DOCTOR, original_file=PDF
+    )
+    assert fhir.validate(bundle).ok
+    fhir_bundle.Bundle.model_validate(bundle)
+    obs = [e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Observation"]
+    assert len(obs) == len(result.tests) >= 3
+    for o, test in zip(obs, result.tests, strict=True):
+        assert o["code"]["text"] == test.name
+        assert o["code"]["coding"] == [{"system": "http://loinc.org", "code": test.loinc_id}]
+        assert o["valueQuantity"] == {"value": test.number, "unit": test.unit_processed}
+        assert test.range is not None
+        assert o["referenceRange"] == [
+            {
+                "low": {"value": test.range.low, "unit": test.unit_processed},
+                "high": {"value": test.range.high, "unit": test.unit_processed},
+                "text": test.display_range,
+            }
+        ]
+        assert "interpretation" not in o  # the result carries no flag: none is computed
+    report = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "DiagnosticReport")
+    assert report["presentedForm"][0]["contentType"] == "application/pdf"
+    assert report["effectiveDateTime"] == "2024-07-10T15:14:01+05:30"  # the result's DocumentDate, in India
+    again = fhir.from_processing_result(
+        _fake_result(),
+        care_context_id="doc-7",
+        patient=PATIENT,
+        organization=LAB,
+        practitioner=DOCTOR,
+        original_file=PDF,
+    )
+    assert fhir.bundle_bytes(again) == fhir.bundle_bytes(bundle)
+
+
+def test_from_a_smart_report_only_verified_items_with_their_flags() -> None:
+    data = FakeData.generate(seed=3, users=1, documents_per_user=20)
+    reports = [
+        structure(json.loads(raw)["smart_report"], SmartReport)
+        for docs in data.documents.values()
+        for raw in docs.values()
+    ]
+    smart = next(r for r in reports if r.verified and r.unverified)
+    assert smart.verified and smart.unverified
+    bundle = fhir.from_processing_result(smart, care_context_id="c", patient=PATIENT, organization=LAB, date=WHEN)
+    assert fhir.validate(bundle).ok
+    obs = [e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Observation"]
+    assert [o["code"]["text"] for o in obs] == [i.name for i in smart.verified]
+    for o, item in zip(obs, smart.verified, strict=True):
+        assert o["interpretation"][0]["text"] == item.flag.label
+    everything = fhir.from_processing_result(
+        smart, care_context_id="c", patient=PATIENT, organization=LAB, date=WHEN, include_unverified=True
+    )
+    assert sum(e["resource"]["resourceType"] == "Observation" for e in everything["entry"]) == len(smart.items)
+
+
+def test_from_processing_result_without_a_date_or_tests_says_so() -> None:
+    result = structure({"status": "queued"}, ProcessingResult, document_id="d")
+    with pytest.raises(ValueError, match="no date"):
+        fhir.from_processing_result(result, care_context_id="c", patient=PATIENT, organization=LAB)
+    with pytest.raises(ValueError, match="no test"):
+        fhir.from_processing_result(result, care_context_id="c", patient=PATIENT, organization=LAB, date=WHEN)
+
+
+def test_a_large_lab_report_and_op_consult_stay_valid() -> None:
+    rng = random.Random(1)
+    observations = [
+        fhir.Observation(f"Test {i}", value=round(rng.uniform(0, 100), 2), unit="mg/dL", low=10, high=90)
+        for i in range(30)
+    ]
+    bundle = fhir.lab_report(
+        care_context_id="big", patient=PATIENT, organization=LAB, date=WHEN, observations=observations
+    )
+    assert fhir.validate(bundle).ok
+    assert len(_inputs.op_consult(n_extra=23)["entry"]) == 40
+    assert fhir.validate(_inputs.op_consult(n_extra=23)).ok
