@@ -4,7 +4,10 @@ answered in the background), and what the ASGI receiver shares with it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import math
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -13,20 +16,25 @@ from aiohttp import web
 
 from .._logging import logger
 from .._tasks import keep, settle
-from ..errors import HealthError, InvalidRequest, OutcomeUnknown
+from ..errors import HealthError, InvalidArgumentType, InvalidRequest, OutcomeUnknown
 from ..models.abdm._events import ProfileShare
 from ..models.abdm._hospital import HealthDataRequest
 
 if TYPE_CHECKING:
     from .._client import HealthClient
+    from ..resources.abdm._guard import ConsentBook
 from ._events import EventKind, WebhookEvent
 from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
     _CLOSED,
+    DEFAULT_CALLBACK_TIMEOUT,
+    DEFAULT_EVENT_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     WebhookCallback,
     _accept,
     _Answer,
+    _bounded,
+    _check_bound,
     _from_aiohttp,
     _Incoming,
     _Refused,
@@ -68,15 +76,29 @@ DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]
 ProfileShareCallback: TypeAlias = Callable[[ProfileShare], Awaitable["str | int | None"]]
 
 
-#: Data requests (transaction ids) an ABDM handler remembers, to ignore a redelivery (and as many profile shares).
+#: Data requests (transaction ids) an ABDM handler remembered in this process, to ignore a redelivery (and as many
+#: profile shares). No longer used: the receivers keep them in their seen store (see :func:`abdm_handler`); kept so
+#: that its import keeps working.
 DEFAULT_MAX_REQUESTS: Final = 10_000
 
 
+#: Seconds a data request, profile share or linking step taken stays in the seen store, so that a redelivery of it
+#: is ignored: a day. ABDM's window to answer a data request is 20 minutes, and nothing redelivers a day later.
+_TAKEN_FOR: Final = 24 * 3600.0
+
+
+def _taken_key(kind: str, identifier: str) -> str:
+    """The seen-store key of a data request, profile share or linking step (``kind``) taken: 64 hex digits, the
+    shape of the replay keys, so no raw id is stored and a store that expects that shape takes it. The kind is
+    hashed in, so it never meets a replay key (an HMAC) nor a key of another kind."""
+    return hashlib.sha256(f"health-async/abdm-{kind}\x1f{identifier}".encode()).hexdigest()
+
+
 class _AbdmReceiver:
-    """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event``, the
-    data requests and profile shares answered in the background (a redelivery ignored), and :attr:`pending`,
-    :meth:`join` and :meth:`aclose`. Each subclass only turns its framework's request into an :class:`_Incoming`
-    and the :class:`_Answer` into its framework's response.
+    """What :class:`AbdmHandler` (aiohttp) and :class:`AbdmAsgiApp` (ASGI) share: the checks, ``on_event`` (bounded),
+    the data requests and profile shares answered in the background (bounded; a redelivery ignored, through the
+    seen store), and :attr:`pending`, :meth:`join` and :meth:`aclose`. Each subclass only turns its framework's
+    request into an :class:`_Incoming` and the :class:`_Answer` into its framework's response.
 
     Closing: :meth:`aclose` sets ``_closed`` first; from then :meth:`_spawn` starts no task and refuses the
     webhook with 503 instead (a request already past ``on_event`` is too; one that arrives later is refused
@@ -95,14 +117,17 @@ class _AbdmReceiver:
         max_body_size: int,
         store: SeenStore,
         linking: _UserLinking | None = None,
+        callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+        event_timeout: float = DEFAULT_EVENT_TIMEOUT,
+        consents: ConsentBook | None = None,
     ) -> None:
         self._keys, self._client, self._store = keys, client, store
         self._linking = linking
-        self._linkings: dict[str, None] = {}  # (event, request id) of linking steps taken, oldest first
         self._on_event, self._on_data_fetch, self._on_profile_share = on_event, on_data_fetch, on_profile_share
         self._tolerance, self._max_body_size = tolerance, max_body_size
-        self._requests: dict[str, None] = {}  # transaction ids of data requests taken, oldest first
-        self._shares: dict[str, None] = {}  # request ids of profile shares taken, oldest first
+        self._callback_timeout, self._event_timeout, self._consents = callback_timeout, event_timeout, consents
+        # data requests, profile shares and linking steps taken are kept in the seen store (_taken_key), so that a
+        # store shared by several workers answers each once across all of them
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False  # set when aclose() starts: no background work is started after it
 
@@ -124,13 +149,15 @@ class _AbdmReceiver:
         async def run() -> str:
             if self._closed and self._needs_background(event):
                 self._refuse(event)  # before on_event: the redelivery the 503 asks for runs it once
+            if self._consents is not None and event.kind is EventKind.CONSENT_UPDATE:
+                self._consents.record(event)  # before on_event: a revocation holds even if on_event fails
             if self._on_event is not None:
-                await self._on_event(event)
+                await _bounded(self._on_event(event), self._event_timeout, "on_event", event)
             if event.kind is EventKind.HIP_PROFILE_SHARE:
-                return self._take_share(event)
+                return await self._take_share(event)
             if event.kind in LINKING_EVENTS:
-                return self._take_linking(event)
-            return self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
+                return await self._take_linking(event)
+            return await self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
         return await _run(self._store, key, event, run)
 
@@ -147,7 +174,7 @@ class _AbdmReceiver:
         logger.warning("webhook %s refused with 503: the ABDM receiver is closed", _safe_event_name(event))
         raise _Refused(_CLOSED)
 
-    def _take(self, event: WebhookEvent) -> str:
+    async def _take(self, event: WebhookEvent) -> str:
         """Start answering a data request in the background; the service gets its 200 at once."""
         if self._on_data_fetch is None:
             return "ok"
@@ -156,14 +183,42 @@ class _AbdmReceiver:
         except HealthError:
             logger.error("ABDM data request refused: its data does not fit a HealthDataRequest")
             return "data request not understood"
-        if request.transaction_id in self._requests:
+        key = _taken_key("request", request.transaction_id)
+        if not await self._claim(event, key):
             logger.warning("ABDM data request redelivered: already being answered, ignored")
             return "duplicate data request ignored"
-        self._spawn(event, self._answer(request))  # first: refused once closed, the id is not kept
-        self._requests[request.transaction_id] = None
-        while len(self._requests) > DEFAULT_MAX_REQUESTS:
-            del self._requests[next(iter(self._requests))]
+        await self._start(event, key, self._answer(event, request, key))
         return "accepted"
+
+    async def _claim(self, event: WebhookEvent, key: str) -> bool:
+        """Record ``key`` (something taken) in the seen store: True when it was not there. Refuses ``event`` with a
+        503 first once closed (no store call); a store error propagates (500: the redelivery runs it)."""
+        if self._closed:
+            self._refuse(event)
+        try:
+            return await self._store.add(key, time.time() + _TAKEN_FOR)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):  # it may have been set: this request will not run, forget it
+                await asyncio.shield(self._store.discard(key))
+            raise
+        except Exception as exc:
+            logger.error("ABDM %s: the seen store failed: %s", _safe_event_name(event), type(exc).__name__)
+            raise
+
+    async def _release(self, key: str) -> None:
+        """Forget ``key``, so the next delivery of what it stands for runs (a store error is logged, not raised)."""
+        try:
+            await self._store.discard(key)
+        except Exception as exc:
+            logger.error("ABDM seen store could not forget a failed answer: %s", type(exc).__name__)
+
+    async def _start(self, event: WebhookEvent, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """:meth:`_spawn` ``work``, its ``key`` claimed; refused (503, closed meanwhile), the key is released."""
+        try:
+            self._spawn(event, work)
+        except _Refused:
+            await self._release(key)
+            raise
 
     def _spawn(self, event: WebhookEvent, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` (answering ``event``) in the background, or refuse ``event`` with a 503 once closed."""
@@ -172,7 +227,7 @@ class _AbdmReceiver:
             self._refuse(event)
         keep(self._tasks, work)
 
-    def _take_share(self, event: WebhookEvent) -> str:
+    async def _take_share(self, event: WebhookEvent) -> str:
         """Start answering a profile share (Scan & Share) in the background; the service gets its 200 at once."""
         if self._on_profile_share is None:
             return "ok"
@@ -183,16 +238,14 @@ class _AbdmReceiver:
         if not isinstance(share, ProfileShare) or not share.request_id:
             logger.error("ABDM profile share refused: it carries no request id")
             return "profile share not understood"
-        if share.request_id in self._shares:
+        key = _taken_key("share", share.request_id)
+        if not await self._claim(event, key):
             logger.warning("ABDM profile share redelivered: already being answered, ignored")
             return "duplicate profile share ignored"
-        self._spawn(event, self._answer_share(event, share, share.request_id))  # first: as in _take
-        self._shares[share.request_id] = None
-        while len(self._shares) > DEFAULT_MAX_REQUESTS:
-            del self._shares[next(iter(self._shares))]
+        await self._start(event, key, self._answer_share(event, share, key))
         return "accepted"
 
-    def _take_linking(self, event: WebhookEvent) -> str:
+    async def _take_linking(self, event: WebhookEvent) -> str:
         """Start answering a step of a patient's own search in the background; the service gets its 200 at once."""
         if self._linking is None:
             return "ok"
@@ -200,14 +253,11 @@ class _AbdmReceiver:
         if request_id is None:
             logger.error("ABDM %s refused: it carries no request id", _safe_event_name(event))
             return "linking step not understood"
-        key = f"{event.kind.value}\x1f{request_id}"
-        if key in self._linkings:
+        key = _taken_key(f"linking\x1f{event.kind.value}", request_id)
+        if not await self._claim(event, key):
             logger.warning("ABDM %s redelivered: already being answered, ignored", _safe_event_name(event))
             return "duplicate linking step ignored"
-        self._spawn(event, self._answer_linking(self._linking, event, key))  # first: as in _take
-        self._linkings[key] = None
-        while len(self._linkings) > DEFAULT_MAX_REQUESTS:
-            del self._linkings[next(iter(self._linkings))]
+        await self._start(event, key, self._answer_linking(self._linking, event, key))
         return "accepted"
 
     async def _answer_linking(self, linking: _UserLinking, event: WebhookEvent, key: str) -> None:
@@ -217,48 +267,81 @@ class _AbdmReceiver:
             raise
         except Exception as exc:
             if not isinstance(exc, OutcomeUnknown):  # nothing reached the service: a redelivery runs it again
-                self._linkings.pop(key, None)
+                await self._release(key)
 
-    async def _answer_share(self, event: WebhookEvent, share: ProfileShare, request_id: str) -> None:
+    async def _answer_share(self, event: WebhookEvent, share: ProfileShare, key: str) -> None:
         assert self._on_profile_share is not None
+        answering = False
         try:
-            token = await self._on_profile_share(share)
+            token = await _bounded(self._on_profile_share(share), self._callback_timeout, "on_profile_share", event)
             if token is None:
                 logger.info("ABDM profile share not answered: on_profile_share gave no token")
                 return
+            answering = True
             await self._client.abha.answer_profile_share(event, token_number=token)
         except asyncio.CancelledError:
+            if not answering:  # cancelled in on_profile_share (aclose): nothing sent, a redelivery may try again
+                await self._release(key)
             raise
         except Exception as exc:
             if not isinstance(exc, OutcomeUnknown):  # nothing reached the service: a redelivery may try again
-                self._shares.pop(request_id, None)
+                await self._release(key)
             logger.error("ABDM profile share not answered: %s", type(exc).__name__)
             return
         logger.info("ABDM profile share answered with a token")
 
-    async def _answer(self, request: HealthDataRequest) -> None:
+    async def _answer(self, event: WebhookEvent, request: HealthDataRequest, key: str) -> None:
         assert self._on_data_fetch is not None
         sent = False
         try:
-            bundles = await self._on_data_fetch(request)
+            bundles = await _bounded(self._on_data_fetch(request), self._callback_timeout, "on_data_fetch", event)
             sent = True  # from here a failure may leave pages pushed: a redelivery must not push twice
-            result = await self._client.abdm.push_health_data(request, bundles)
+            result = await self._client.abdm.push_health_data(request, bundles, consents=self._consents)
         except asyncio.CancelledError:
+            if not sent:  # cancelled in on_data_fetch (aclose): nothing pushed, a redelivery may try again
+                await self._release(key)
             raise
         except Exception as exc:
             if not sent or isinstance(exc, InvalidRequest):
-                self._requests.pop(request.transaction_id, None)  # nothing pushed: a redelivery may try again
+                await self._release(key)  # nothing pushed: a redelivery may try again
             logger.error("ABDM data request not answered: %s", type(exc).__name__)
             return
         logger.info(
-            "ABDM data request answered: %d care context(s) pushed, %d not found",
+            "ABDM data request answered: %d care context(s) pushed, %d not found, %d refused",
             len(result.pushed),
             len(result.missing),
+            len(result.refused),
         )
 
-    async def join(self) -> None:
-        """Wait until the answers under way have finished (a graceful shutdown; tests)."""
-        await settle(self._tasks)
+    async def join(self, timeout: float | None = None) -> bool:
+        """Wait until the answers under way have finished (a graceful shutdown; tests), or ``timeout`` seconds at
+        most when given: True when none is left, False when some still run at the timeout (they are left running,
+        :attr:`pending` counts them and :meth:`aclose` cancels them).
+
+        Without ``timeout`` it still ends: each answer is bounded (its callback by ``callback_timeout``, its calls
+        to the service by the client's timeouts), unless a callback refuses its cancellation. If this is cancelled,
+        the answers it waits for are cancelled too and the cancellation propagates.
+
+        Raises:
+            InvalidRequest: ``timeout`` is not a positive number of seconds.
+        """
+        if timeout is None:
+            await settle(self._tasks)
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _check_bound(timeout, "timeout")
+        try:
+            while self._tasks:
+                left = deadline - loop.time()
+                if left <= 0:
+                    return False
+                done, _ = await asyncio.wait(list(self._tasks), timeout=left)
+                self._tasks.difference_update(done)  # not left to the done callbacks: see settle
+        except asyncio.CancelledError:
+            for task in self._tasks:
+                task.cancel()
+            raise
+        return True
 
     async def aclose(self) -> None:
         """Close the receiver: from now on it starts no background work, and the answers under way are cancelled
@@ -312,6 +395,9 @@ def _abdm_receiver_args(
     max_body_size: int,
     seen_store: SeenStore | None,
     linking: _LinkingArgs | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    event_timeout: float = DEFAULT_EVENT_TIMEOUT,
+    consents: ConsentBook | None = None,
 ) -> tuple[
     tuple[bytes, ...],
     HealthClient,
@@ -322,6 +408,9 @@ def _abdm_receiver_args(
     int,
     SeenStore,
     _UserLinking | None,
+    float,
+    float,
+    ConsentBook | None,
 ]:
     """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
     keys = _secrets(secret)
@@ -340,6 +429,12 @@ def _abdm_receiver_args(
     store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
     if not isinstance(store, SeenStore):
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    callback_bound = _check_bound(callback_timeout, "callback_timeout")
+    event_bound = _check_bound(event_timeout, "event_timeout")
+    from ..resources.abdm._guard import ConsentBook  # here: at import time, a circle through webhooks._events
+
+    if consents is not None and not isinstance(consents, ConsentBook):
+        raise InvalidArgumentType("consents must be a ConsentBook")
     return (
         keys,
         client,
@@ -349,7 +444,10 @@ def _abdm_receiver_args(
         tolerance,
         max_body_size,
         store,
-        (None if linking is None else linking.build(client)),
+        (None if linking is None else linking.build(client, callback_bound)),
+        callback_bound,
+        event_bound,
+        consents,
     )
 
 
@@ -364,7 +462,7 @@ class _LinkingArgs:
     otp_ttl: float
     max_otp_tries: int
 
-    def build(self, client: HealthClient) -> _UserLinking | None:
+    def build(self, client: HealthClient, callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT) -> _UserLinking | None:
         """The checked :class:`_UserLinking`, or ``None`` when neither ``on_discover`` nor ``on_link_otp`` is given."""
         for name, callback in (
             ("on_discover", self.on_discover),
@@ -388,7 +486,16 @@ class _LinkingArgs:
         store: LinkOtpStore = InMemoryLinkOtpStore() if self.link_store is None else self.link_store
         if not isinstance(store, LinkOtpStore):
             raise InvalidRequest("link_store must have async put, get, consume and discard methods")
-        return _UserLinking(client, self.on_discover, self.on_link_otp, self.on_linked, store, float(ttl), tries)
+        return _UserLinking(
+            client,
+            self.on_discover,
+            self.on_link_otp,
+            self.on_linked,
+            store,
+            float(ttl),
+            tries,
+            callback_timeout=callback_timeout,
+        )
 
 
 def abdm_handler(
@@ -407,18 +514,31 @@ def abdm_handler(
     link_store: LinkOtpStore | None = None,
     otp_ttl: float = DEFAULT_OTP_TTL,
     max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    event_timeout: float = DEFAULT_EVENT_TIMEOUT,
+    consents: ConsentBook | None = None,
 ) -> AbdmHandler:
     """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
     (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
 
-    * every verified event goes to ``await on_event(event)`` first, when given (500 if it raises, as there);
+    * every verified event goes to ``await on_event(event)`` first, when given (500 if it raises, as there). It
+      runs before the answer, so it is cut at ``event_timeout`` seconds (default 5: the service does not document
+      its patience, and common webhook senders wait 10 to 30 seconds): cancelled, logged with the event name and
+      the bound, answered 500, and the service's redelivery runs it again;
+    * an ``abha.consent_update`` event is recorded into ``consents`` (a
+      :class:`~health_async.resources.ConsentBook`), when given, before ``on_event`` runs; every data request
+      is then pushed with ``consents=`` that book, so a consent revoked, denied or expired by a webhook already
+      received is never pushed for (see ``client.abdm.push_health_data``);
     * an ``abha.hip_data_fetch`` event is answered 200 at once (the service's webhook timeout is short), and in
       the background ``await on_data_fetch(request)`` gives the bundles, which
       ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle; an expired
-      HIU key pushes nothing). A redelivered data request (the same transaction id, re-signed, so not a
-      replay) is ignored while the first is answered or once it was; it is forgotten, so a redelivery runs
-      again, only when nothing was pushed (``on_data_fetch`` failed, or the push was refused before sending).
-      Outcomes are logged (counts and error types only: no health data, no ABHA address).
+      HIU key pushes nothing; the request is the event's :meth:`~WebhookEvent.data_request`, whose
+      ``requested_at`` is the webhook's time, so ABDM's 20-minute window is checked). A redelivered data request
+      (the same transaction id, re-signed, so not a replay) is ignored while the first is answered or once it
+      was; it is forgotten, so a redelivery runs again, only when nothing was pushed (``on_data_fetch`` failed,
+      took longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push was
+      refused before sending). Outcomes are logged (counts and error types only: no health data, no ABHA
+      address).
     * an ``abha.hip_profile_share`` event (Scan & Share: a patient scanned your counter's QR code) is answered 200
       at once, and in the background ``await on_profile_share(share)`` (the event's
       :class:`~health_async.models.ProfileShare`) gives the token number, which
@@ -444,6 +564,21 @@ def abdm_handler(
       A redelivered step (same event and request id) is ignored, and forgotten when nothing reached the
       service. The OTP, mobile number, ABHA address and ids are never logged.
 
+    **Bounds.** Each callback run in the background (``on_data_fetch``, ``on_profile_share``, ``on_discover``,
+    ``on_link_otp``, ``on_linked``) is cut at ``callback_timeout`` seconds (default 60): cancelled, logged with the
+    event name, the callback's name and the bound (never data), and counted as a failure, as above. The calls to
+    the service are bounded by the client's own timeouts, so every answer ends and :meth:`~AbdmHandler.join`
+    returns; ``join(timeout=...)`` waits at most that long. (A callback that catches its cancellation and goes on
+    cannot be cut; don't.)
+
+    **De-duplication across workers.** The data requests, profile shares and linking steps taken are recorded in
+    ``seen_store``, beside the replay keys, for a day (ABDM's window to answer a data request is 20 minutes; no
+    redelivery comes a day later), under a SHA-256 of their kind and id (64 hex digits: no raw id is stored). With
+    one store shared by several workers (a Redis :class:`SeenStore`), each is answered once across all of them,
+    and one released after a failure is answered by the next delivery, whichever worker gets it. A store that
+    fails at that check answers 500 (the redelivery runs). Without ``seen_store`` each handler has its own
+    :class:`InMemorySeenStore`.
+
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
     (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``: the background answers under
     way are cancelled, and a data request or profile share arriving during or after the close (or still in
@@ -454,6 +589,17 @@ def abdm_handler(
     linking = _LinkingArgs(on_discover, on_link_otp, on_linked, link_store, otp_ttl, max_otp_tries)
     return AbdmHandler(
         *_abdm_receiver_args(
-            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store, linking
+            secret,
+            client,
+            on_event,
+            on_data_fetch,
+            on_profile_share,
+            tolerance,
+            max_body_size,
+            seen_store,
+            linking,
+            callback_timeout,
+            event_timeout,
+            consents,
         )
     )

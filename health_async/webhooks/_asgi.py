@@ -10,9 +10,18 @@ from .._logging import logger
 
 if TYPE_CHECKING:
     from .._client import HealthClient
+    from ..resources.abdm._guard import ConsentBook
 from ._abdm import DataFetchCallback, ProfileShareCallback, _abdm_receiver_args, _AbdmReceiver, _LinkingArgs
 from ._link_otp import LinkOtpStore
-from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _Answer, _Incoming, _read_capped
+from ._receiving import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    DEFAULT_EVENT_TIMEOUT,
+    DEFAULT_MAX_BODY_SIZE,
+    WebhookCallback,
+    _Answer,
+    _Incoming,
+    _read_capped,
+)
 from ._seen import SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret
 from ._user_linking import DEFAULT_MAX_OTP_TRIES, DEFAULT_OTP_TTL, DiscoverCallback, LinkedCallback, LinkOtpSender
@@ -150,10 +159,15 @@ def abdm_asgi(
     link_store: LinkOtpStore | None = None,
     otp_ttl: float = DEFAULT_OTP_TTL,
     max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    event_timeout: float = DEFAULT_EVENT_TIMEOUT,
+    consents: ConsentBook | None = None,
 ) -> AbdmAsgiApp:
     """:func:`abdm_handler` as a plain ASGI 3 application (FastAPI, Starlette, Litestar, Quart, any ASGI server),
     with no dependency on any of them: the same arguments, checks, answers and background pushes (and a patient's
-    own search answered, given ``on_discover`` and ``on_link_otp``).
+    own search answered, given ``on_discover`` and ``on_link_otp``), the same bounds (``callback_timeout``,
+    ``event_timeout``), ``consents`` kept current, and the same de-duplication in ``seen_store`` (shared by
+    several workers, each request is answered once across them).
 
     FastAPI (Starlette alike)::
 
@@ -193,6 +207,17 @@ def abdm_asgi(
     linking = _LinkingArgs(on_discover, on_link_otp, on_linked, link_store, otp_ttl, max_otp_tries)
     return AbdmAsgiApp(
         *_abdm_receiver_args(
-            secret, client, on_event, on_data_fetch, on_profile_share, tolerance, max_body_size, seen_store, linking
+            secret,
+            client,
+            on_event,
+            on_data_fetch,
+            on_profile_share,
+            tolerance,
+            max_body_size,
+            seen_store,
+            linking,
+            callback_timeout,
+            event_timeout,
+            consents,
         )
     )

@@ -5,22 +5,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 
 import attrs
 from aiohttp import web
 
 from .._logging import logger
-from ..errors import WebhookSignatureError
+from ..errors import InvalidRequest, WebhookSignatureError
 from ._events import EventKind, WebhookEvent
 from ._seen import SeenStore
 from ._signature import SIGNATURE_HEADER, _verify
 
-__all__ = ["DEFAULT_MAX_BODY_SIZE"]
+__all__ = ["DEFAULT_CALLBACK_TIMEOUT", "DEFAULT_EVENT_TIMEOUT", "DEFAULT_MAX_BODY_SIZE"]
 
 #: Largest body :func:`aiohttp_handler` reads by default (1 MiB); a larger one is answered 413.
 DEFAULT_MAX_BODY_SIZE: Final = 1024 * 1024
+
+
+#: Seconds the ABDM receivers give a callback run in the background (``on_data_fetch``, ``on_profile_share``,
+#: ``on_discover``, ``on_link_otp``, ``on_linked``) before cancelling it: a database query or an SMS gateway that
+#: hangs must not hold a task forever, and a data request must be answered within ABDM's 20-minute window anyway.
+DEFAULT_CALLBACK_TIMEOUT: Final = 60.0
+
+
+#: Seconds the ABDM receivers give ``on_event``, which runs before the webhook is answered, before cancelling it
+#: (answered 500: the service redelivers). The service does not document its patience; common webhook senders give
+#: 10 to 30 seconds, so 5 s leaves the answer well inside the shortest of them.
+DEFAULT_EVENT_TIMEOUT: Final = 5.0
+
+
+T = TypeVar("T")
 
 
 _READ_CHUNK: Final = 64 * 1024
@@ -163,6 +179,33 @@ async def _forget(store: SeenStore, key: str) -> None:
         await store.discard(key)
     except Exception as exc:
         logger.error("webhook seen store could not forget a failed webhook: %s", type(exc).__name__)
+
+
+def _check_bound(value: object, name: str) -> float:
+    """``value`` as a bound in seconds: a positive finite number (``InvalidRequest`` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise InvalidRequest(f"{name} must be a positive number of seconds")
+    return float(value)
+
+
+async def _bounded(call: Awaitable[T], bound: float, name: str, event: WebhookEvent) -> T:
+    """``await call`` (the callback ``name`` answering ``event``), cancelled once ``bound`` seconds have passed: it
+    then raises :class:`TimeoutError`, logged with the event name, the callback's name and the bound (never data).
+    A ``TimeoutError`` the callback raises itself passes through unlogged here; a cancellation of the caller
+    propagates."""
+    scope = asyncio.timeout(bound)
+    try:
+        async with scope:
+            return await call
+    except TimeoutError:
+        if scope.expired():
+            logger.error(
+                "ABDM %s: %s did not finish within its bound of %g s and was cancelled",
+                _safe_event_name(event),
+                name,
+                bound,
+            )
+        raise
 
 
 def _safe_event_name(event: WebhookEvent) -> str:

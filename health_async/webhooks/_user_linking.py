@@ -31,7 +31,9 @@ Judgement calls:
 * A confirmation whose answer failed is not put back: the OTP was used by its check (one use). The patient asks
   for a new OTP.
 * A callback's failure is logged by type and the step is not answered (the PHR app times out); its request id is
-  forgotten, so the service's redelivery runs it again.
+  forgotten, so the service's redelivery runs it again. Each callback is bounded (``callback_timeout``): one that
+  takes longer is cancelled and counts as failed (``on_link_otp``: the OTP was not sent; ``on_linked``: logged,
+  the link stays made).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from ..models.abdm._user_linking import LinkingError, MatchedPatient
 from ..resources.abdm._user_linking import discovered_patients
 from ._events import EventKind, WebhookEvent
 from ._link_otp import LinkOtpStore, OtpOutcome, PendingLink, new_otp
+from ._receiving import DEFAULT_CALLBACK_TIMEOUT, _bounded
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -103,6 +106,8 @@ class _UserLinking:
     otp_ttl: float
     max_tries: int
     offer_ttl: float = DEFAULT_OFFER_TTL
+    #: Seconds each callback (``on_discover``, ``on_link_otp``, ``on_linked``) may take before it is cancelled.
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT
 
     async def answer(self, event: WebhookEvent) -> None:
         """Answer one of the three events; a failure is logged (by type) and raised, so the caller forgets the
@@ -125,7 +130,7 @@ class _UserLinking:
     async def _discover(self, event: WebhookEvent) -> str:
         request = event.payload()
         assert isinstance(request, CareContextDiscover)
-        patient = await self.on_discover(request)
+        patient = await _bounded(self.on_discover(request), self.callback_timeout, "on_discover", event)
         if patient is not None:
             try:
                 discovered_patients(patient, "on_discover's patient")
@@ -171,7 +176,7 @@ class _UserLinking:
         await self.store.put(key, link, otp=otp, ttl=self.otp_ttl)
         expires_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.otp_ttl)
         try:
-            await self.on_link_otp(offer.mobile, otp, request)
+            await _bounded(self.on_link_otp(offer.mobile, otp, request), self.callback_timeout, "on_link_otp", event)
         except asyncio.CancelledError:
             await asyncio.shield(self.store.discard(key))
             raise
@@ -208,7 +213,7 @@ class _UserLinking:
         )
         if self.on_linked is not None:
             try:
-                await self.on_linked(link)
+                await _bounded(self.on_linked(link), self.callback_timeout, "on_linked", event)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the link is made: the answer must not be sent again
