@@ -66,7 +66,10 @@ def link_args(care_context_id: str, *patient: str) -> list[str]:
 # ------------------------------------------------------------------------ abdm link / linked
 
 
-@pytest.mark.parametrize("command", [["abdm", "link"], ["abdm", "linked"], ["webhooks", "serve"]])
+@pytest.mark.parametrize(
+    "command",
+    [["abdm", "link"], ["abdm", "linked"], ["abdm", "onboard"], ["abdm", "providers"], ["webhooks", "serve"]],
+)
 def test_help(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main([*command, "--help"])
@@ -192,6 +195,64 @@ def test_linked_with_nothing_linked_prints_nothing(
     code, out, err = run(capsys, "abdm", "linked", "--hip-id", "HIP-1", "--oid", "nobody")
     assert (code, out) == (0, "")
     assert "no care contexts linked" in err
+
+
+# ------------------------------------------------------------------------ abdm onboard / providers
+
+
+def test_onboard_prints_the_services_answer_as_one_json_object(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "Apollo Clinic", "--clinic-id", "c-1"
+    )
+    assert (code, err) == (0, "")
+    assert orjson.loads(out) == {
+        "hip_id": "IN2910000101",
+        "hip_name": "Apollo Clinic",
+        "hip_code": "HC-1",
+        "scan_share_url": "https://phr.example/share?hip_id=IN2910000101",
+    }
+    assert server.requests[-1].json == {"hip_id": "IN2910000101", "name": "Apollo Clinic", "clinic_id": "c-1"}
+    assert server.requests[-1].route == "hip_onboard"
+
+
+def test_onboard_refused_by_the_library_is_exit_2_and_nothing_sent(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "two\nlines")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "name must be at most" in err
+    assert server.calls("hip_onboard") == 0
+
+
+def test_an_onboarding_of_unknown_outcome_says_so_and_is_not_retried(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.inject("hip_onboard", Fault(status=503, times=1))
+    code, out, _ = run(capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "Apollo Clinic")
+    assert code == 1
+    line = orjson.loads(out)
+    assert line["hip_id"] == "IN2910000101" and line["error"]["type"] == "OutcomeUnknown"
+    assert "not sent again" in line["hint"]
+    assert server.calls("hip_onboard") == 1
+
+
+def test_providers_lists_the_facilities_a_user_has_links_at_as_json_lines(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "abdm", "providers", "--oid", OID)
+    assert (code, out) == (0, "")
+    assert err == "no linked providers\n"
+    assert run(capsys, *link_args("V-20", "--oid", OID))[0] == 0  # linked at the fake's default facility, HIP-1
+    code, out, _ = run(capsys, "abdm", "providers", "--oid", OID)
+    assert code == 0
+    assert [orjson.loads(line) for line in out.splitlines()] == [{"hip_id": "HIP-1", "hip_name": None}]
+    assert run(capsys, "abdm", "onboard", "--hip-id", "HIP-1", "--name", "Apollo Clinic")[0] == 0
+    code, out, _ = run(capsys, "abdm", "providers", "--oid", OID)
+    assert [orjson.loads(line) for line in out.splitlines()] == [{"hip_id": "HIP-1", "hip_name": "Apollo Clinic"}]
+    request = server.requests[-1]
+    assert request.route == "care_contexts_providers" and ("oid", OID) in request.query
 
 
 # ------------------------------------------------------------------------ webhooks serve
