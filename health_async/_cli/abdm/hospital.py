@@ -161,7 +161,10 @@ async def _onboard(client: Any, args: argparse.Namespace) -> int:
             args.hip_id, args.name, clinic_id=args.clinic_id
         )
     except OutcomeUnknown as exc:
-        hint = "the facility may have been onboarded; it was not sent again (onboard it again only once it is not)"
+        hint = (
+            "the facility may have been onboarded; it was not sent again: "
+            "onboard it again only once you know it was not"
+        )
         return report_error(exc, hint, as_json=True, hip_id=args.hip_id)
     emit(
         {
