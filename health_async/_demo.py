@@ -4,6 +4,11 @@ Starts :class:`~health_async.testing.FakeHealthServer` in-process, runs each ope
 success and typed failure), then a bulk describe of a few thousand documents under injected faults (a share of
 503s and a 429 with ``Retry-After``) with a progress bar, and prints a short summary: what ran, how long,
 requests per second and the retries the client absorbed. Personal data in the output is masked.
+
+One step plays a patient's own search (user-initiated linking): the fake's PHR side searches a facility for the
+seeded user, and the hospital answers through :func:`health_async.webhooks.abdm_handler`, served on 127.0.0.1,
+with an ``on_discover`` over the demo's data (the user's profile and documents) and an SMS sender that texts the
+OTP to the fake patient's phone (``server.abdm.text``), from which the PHR side types it back.
 """
 
 from __future__ import annotations
@@ -11,17 +16,21 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import attrs
 
 from ._aadhaar import mask_aadhaar
 from ._auth import ClientCredentials
 from ._client import HealthClient
+from ._mobile import mask_mobile
 from ._retry import RetryPolicy
 from .errors import AbhaError, DocumentNotFound, HealthError
 from .models import FlowStep
 from .resources.records._polling import PollPolicy
+
+if TYPE_CHECKING:
+    from .testing import FakeHealthServer
 
 __all__ = ["DemoSummary", "run_demo"]
 
@@ -55,6 +64,72 @@ class _Printer:
     def line(self, text: str) -> None:
         self.out.write(text + "\n")
         self.out.flush()
+
+
+#: The facility the demo's patient searches, and the secret of the hospital's webhook receiver.
+DEMO_HIP = "IN2910000101"
+_DEMO_WEBHOOK_SECRET = "demo-user-linking-secret"
+
+
+def _last_ten(value: str | None) -> str:
+    return "".join(ch for ch in value or "" if ch.isdigit())[-10:]
+
+
+async def patient_own_search(server: FakeHealthServer, client: HealthClient, user: str, doc_ids: list[str]) -> str:
+    """A patient's own search, end to end (see the module): the PHR side discovers the user's records at
+    :data:`DEMO_HIP` and links two of them with the OTP the hospital texted. Returns the step's line (masked)."""
+    from aiohttp import web
+
+    from . import webhooks
+    from .models import CareContext, CareContextDiscover, DiscoverLinkInit, HiType, MatchedPatient
+
+    profile = await client.profiles.get(user)  # the hospital's record of the patient: the demo's own data
+    visits = tuple(CareContext(d, "Lab report", HiType.DIAGNOSTIC_REPORT) for d in doc_ids[:2])
+    texted: list[str] = []
+    linked: list[webhooks.PendingLink] = []
+
+    async def on_discover(request: CareContextDiscover) -> MatchedPatient | None:
+        same_mobile = _last_ten(request.identifier("MOBILE")) == _last_ten(profile.mobile)
+        if not same_mobile or request.patient_name != profile.full_name:
+            return None
+        return MatchedPatient(user, profile.full_name or "", visits)
+
+    async def on_link_otp(mobile: str, otp: str, request: DiscoverLinkInit) -> None:  # noqa: ARG001
+        server.abdm.text(mobile, otp)  # the hospital's SMS gateway; here the fake patient's phone
+        texted.append(mobile)
+
+    async def on_linked(link: webhooks.PendingLink) -> None:
+        linked.append(link)
+
+    handler = webhooks.abdm_handler(
+        _DEMO_WEBHOOK_SECRET, client=client, on_discover=on_discover, on_link_otp=on_link_otp, on_linked=on_linked
+    )
+    app = web.Application()
+    app.router.add_post("/webhooks/abdm", handler.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        server.abdm.webhooks(f"http://127.0.0.1:{runner.addresses[0][1]}/webhooks/abdm", _DEMO_WEBHOOK_SECRET)
+        search = await server.abdm.patient_discovers(
+            DEMO_HIP,
+            abha_address="demo.patient@sbx",
+            name=profile.full_name or "",
+            gender=profile.gender or "O",
+            year_of_birth=profile.date_of_birth.year if profile.date_of_birth else 1990,
+            mobile=profile.mobile or "",
+            oid=user,
+        )
+    finally:
+        await handler.aclose()
+        await runner.cleanup()
+    offered = sum(len(p["care_contexts"]) for p in (search.discover or {}).get("patients") or [])
+    if search.errors or not search.linked or not linked:
+        raise HealthError(f"the search did not link: error codes {search.errors}")
+    return (
+        f"PHR app searched {DEMO_HIP}: {offered} care contexts offered -> OTP texted to "
+        f"{mask_mobile(texted[-1])} -> {len(search.linked)} linked"
+    )
 
 
 async def run_demo(
@@ -178,6 +253,7 @@ async def run_demo(
                 return f"{mask_aadhaar(number)} -> {account!r}, then login -> {login.next_step.name}"
 
             await step("abha register (Aadhaar OTP) + login", abha_register_and_login)
+            await step("patient-initiated discover + link", lambda: patient_own_search(server, client, user, doc_ids))
 
             async def with_credentials() -> str:
                 creds = ClientCredentials(server.client_id, server.client_secret)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -66,7 +67,10 @@ def link_args(care_context_id: str, *patient: str) -> list[str]:
 # ------------------------------------------------------------------------ abdm link / linked
 
 
-@pytest.mark.parametrize("command", [["abdm", "link"], ["abdm", "linked"], ["webhooks", "serve"]])
+@pytest.mark.parametrize(
+    "command",
+    [["abdm", "link"], ["abdm", "linked"], ["abdm", "onboard"], ["abdm", "providers"], ["webhooks", "serve"]],
+)
 def test_help(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main([*command, "--help"])
@@ -192,6 +196,64 @@ def test_linked_with_nothing_linked_prints_nothing(
     code, out, err = run(capsys, "abdm", "linked", "--hip-id", "HIP-1", "--oid", "nobody")
     assert (code, out) == (0, "")
     assert "no care contexts linked" in err
+
+
+# ------------------------------------------------------------------------ abdm onboard / providers
+
+
+def test_onboard_prints_the_services_answer_as_one_json_object(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "Apollo Clinic", "--clinic-id", "c-1"
+    )
+    assert (code, err) == (0, "")
+    assert orjson.loads(out) == {
+        "hip_id": "IN2910000101",
+        "hip_name": "Apollo Clinic",
+        "hip_code": "HC-1",
+        "scan_share_url": "https://phr.example/share?hip_id=IN2910000101",
+    }
+    assert server.requests[-1].json == {"hip_id": "IN2910000101", "name": "Apollo Clinic", "clinic_id": "c-1"}
+    assert server.requests[-1].route == "hip_onboard"
+
+
+def test_onboard_refused_by_the_library_is_exit_2_and_nothing_sent(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "two\nlines")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "name must be at most" in err
+    assert server.calls("hip_onboard") == 0
+
+
+def test_an_onboarding_of_unknown_outcome_says_so_and_is_not_retried(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.inject("hip_onboard", Fault(status=503, times=1))
+    code, out, _ = run(capsys, "abdm", "onboard", "--hip-id", "IN2910000101", "--name", "Apollo Clinic")
+    assert code == 1
+    line = orjson.loads(out)
+    assert line["hip_id"] == "IN2910000101" and line["error"]["type"] == "OutcomeUnknown"
+    assert "not sent again" in line["hint"]
+    assert server.calls("hip_onboard") == 1
+
+
+def test_providers_lists_the_facilities_a_user_has_links_at_as_json_lines(
+    server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "abdm", "providers", "--oid", OID)
+    assert (code, out) == (0, "")
+    assert err == "no linked providers\n"
+    assert run(capsys, *link_args("V-20", "--oid", OID))[0] == 0  # linked at the fake's default facility, HIP-1
+    code, out, _ = run(capsys, "abdm", "providers", "--oid", OID)
+    assert code == 0
+    assert [orjson.loads(line) for line in out.splitlines()] == [{"hip_id": "HIP-1", "hip_name": None}]
+    assert run(capsys, "abdm", "onboard", "--hip-id", "HIP-1", "--name", "Apollo Clinic")[0] == 0
+    code, out, _ = run(capsys, "abdm", "providers", "--oid", OID)
+    assert [orjson.loads(line) for line in out.splitlines()] == [{"hip_id": "HIP-1", "hip_name": "Apollo Clinic"}]
+    request = server.requests[-1]
+    assert request.route == "care_contexts_providers" and ("oid", OID) in request.query
 
 
 # ------------------------------------------------------------------------ webhooks serve
@@ -391,3 +453,167 @@ async def test_serve_records_the_services_link_webhooks_against_an_ingest_link_j
     assert lines["V-1"]["recorded"] is True and lines["V-2"]["link_status"] == "ERRORED"
     status = await IngestJob.status(journal)
     assert (status.linked, status.errored, status.waiting) == (1, 1, 0)
+
+
+# ------------------------------------------------------------------------ webhooks serve --discover-from
+
+HIP = "IN2910000101"
+MEERA_MOBILE = "9812345678"
+PATIENTS = {
+    "patients": [
+        {
+            "reference": "PT-1042",
+            "name": "Meera Krishnan",
+            "gender": "F",
+            "year_of_birth": 1990,
+            "mobile": MEERA_MOBILE,
+            "care_contexts": [
+                {"care_context_id": "OPD-2024-17", "display": "OP visit, 3 March 2024", "hi_type": "OPConsultation"},
+                {"care_context_id": "LAB-88", "display": "Lipid profile", "hi_type": "DiagnosticReport"},
+            ],
+        },
+        {
+            "reference": "PT-2001",
+            "name": "Ravi Iyer",
+            "abha_address": "ravi.iyer@sbx",
+            "care_contexts": [
+                {"care_context_id": "OPD-2024-40", "display": "OP visit, 1 June 2024", "hi_type": "OPConsultation"}
+            ],
+        },
+    ]
+}
+
+
+class Phone(io.StringIO):
+    """serve's stderr, read by a developer: the OTP printed there is typed into the fake patient's phone."""
+
+    def __init__(self, fake: FakeHealthServer, mobile: str) -> None:
+        super().__init__()
+        self.fake, self.mobile = fake, mobile
+
+    def write(self, text: str) -> int:
+        found = re.search(r"the linking OTP for \S+ is (\d{6}) ", text)
+        if found:
+            self.fake.abdm.text(self.mobile, found.group(1))
+        return super().write(text)
+
+
+def patients_file(tmp_path: Path, document: Any = PATIENTS) -> str:
+    path = tmp_path / "patients.json"
+    path.write_bytes(orjson.dumps(document))
+    return str(path)
+
+
+async def serve_discovering(fake: FakeHealthServer, tmp_path: Path, err: io.StringIO) -> Running:
+    args = cli.build_parser().parse_args(
+        ["webhooks", "serve", "--port", "0", "--secret", SECRET, "--discover-from", patients_file(tmp_path),
+         "--base-url", fake.url, "--token", fake.token, "--client-id", fake.client_id]
+    )  # fmt: skip
+    stop, out = asyncio.Event(), io.StringIO()
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(webhooks_cli.serve(args, stop=stop, on_ready=ready.set_result, out=out, err=err))
+    running = Running(task, stop, await asyncio.wait_for(asyncio.shield(ready), 10), out)
+    fake.abdm.webhooks(running.url, SECRET)
+    return running
+
+
+async def test_serve_discover_from_answers_a_patients_own_search_and_shows_the_flow_masked(tmp_path: Path) -> None:
+    async with FakeHealthServer(users=1, documents_per_user=1) as fake:
+        phone = Phone(fake, MEERA_MOBILE)
+        running = await serve_discovering(fake, tmp_path, phone)
+        try:
+            search = await fake.abdm.patient_discovers(
+                HIP, abha_address="meera.k@sbx", name="meera  KRISHNAN", gender="F", year_of_birth=1990,
+                mobile="+91 98123 45678", oid="oid-9",
+            )  # fmt: skip
+            assert search.errors == [] and search.linked == ("OPD-2024-17", "LAB-88")
+            # what is linked is not offered again: the same search now finds nothing left to link
+            again = await fake.abdm.patient_discovers(HIP, name="Meera Krishnan", gender="F", year_of_birth=1990,
+                                                      mobile=MEERA_MOBILE)  # fmt: skip
+            assert again.errors == [1012]  # LinkingError.NO_MATCH
+        finally:
+            assert await running.close() == 0
+    lines = running.lines()
+    events = [line["event"] for line in lines if "event" in line]
+    assert events == [
+        "abha.care_context_discover",
+        "abha.care_context_discover_link_init",
+        "abha.context_discover_link_confirm",
+        "abha.care_context_discover",
+    ]
+    steps = [line for line in lines if "linking" in line]
+    assert steps[0] == {
+        "linking": "discover",
+        "hip_id": HIP,
+        "searched": {"abha_address": "me***@sbx", "name": "m*** K***", "mobile": "XXXXXX5678", "gender": "F",
+                     "year_of_birth": 1990},
+        "matches": 1,
+        "reference": "PT-1042",
+        "offered": ["OPD-2024-17", "LAB-88"],
+    }  # fmt: skip
+    assert steps[1] == {
+        "linking": "otp_sent", "hip_id": HIP, "mobile": "XXXXXX5678", "care_contexts": ["OPD-2024-17", "LAB-88"],
+    }  # fmt: skip
+    assert steps[2] == {
+        "linking": "linked", "hip_id": HIP, "reference": "PT-1042", "abha_address": "me***@sbx",
+        "care_contexts": ["OPD-2024-17", "LAB-88"],
+    }  # fmt: skip
+    assert steps[3]["matches"] == 1 and steps[3]["offered"] == []
+    # the OTP is on stderr only, said to be for development; stdout holds no OTP, mobile, name or ABHA address
+    ((_, otp),) = fake.abdm.texts
+    err = phone.getvalue()
+    assert f"is {otp} " in err and "DEVELOPMENT ONLY" in err
+    out = running.out.getvalue()
+    for secret in (otp, MEERA_MOBILE, "98123", "Meera", "Krishnan", "meera.k", "OP visit"):
+        assert secret not in out
+
+
+async def test_serve_discover_from_matches_one_patient_only(tmp_path: Path) -> None:
+    async with FakeHealthServer(users=1, documents_per_user=1) as fake:
+        running = await serve_discovering(fake, tmp_path, io.StringIO())
+        try:
+            by_address = await fake.abdm.patient_discovers(HIP, abha_address="Ravi.Iyer@sbx")
+            wrong_year = await fake.abdm.patient_discovers(
+                HIP, abha_address="x@sbx", name="Meera Krishnan", gender="F", year_of_birth=1991, mobile=MEERA_MOBILE
+            )
+        finally:
+            await running.close()
+    assert by_address.discover is not None and by_address.discover["patients"][0]["ref_num"] == "PT-2001"
+    assert wrong_year.errors == [1012]
+    steps = [line for line in running.lines() if line.get("linking") == "discover"]
+    assert [(s["matches"], s["reference"]) for s in steps] == [(1, "PT-2001"), (0, None)]
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ([], 'must be a JSON object {"patients": [...]}'),
+        ({"patients": [{"reference": "P", "name": "N", "care_contexts": []}]}, "patients[0] needs a mobile or an"),
+        ({"patients": [{"reference": "P", "name": "", "mobile": "9812345678", "care_contexts": []}]},
+         "patients[0].name must be"),
+        ({"patients": [{"reference": "P", "name": "N", "mobile": "9812345678",
+                        "care_contexts": [{"care_context_id": "C", "display": "D", "hi_type": "XRay"}]}]},
+         "patients[0].care_contexts[0]"),
+    ],
+)  # fmt: skip
+def test_serve_refuses_a_bad_discover_from_file_before_listening(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, document: Any, message: str
+) -> None:
+    code, out, err = run(capsys, "webhooks", "serve", "--port", "0", "--secret", SECRET,
+                         "--discover-from", patients_file(tmp_path, document))  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "--discover-from: " in err and message in err, err
+    assert "9812345678" not in err and "listening" not in err
+    code, out, err = run(capsys, "webhooks", "serve", "--secret", SECRET, "--discover-from", str(tmp_path / "none"))
+    assert (code, err) == (2, "health-async: the input file does not exist\n")
+
+
+def test_serve_discover_from_needs_credentials_to_answer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HEALTH_ASYNC_TOKEN", "HEALTH_ASYNC_CLIENT_ID", "HEALTH_ASYNC_CLIENT_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = run(capsys, "webhooks", "serve", "--port", "0", "--secret", SECRET,
+                         "--discover-from", patients_file(tmp_path))  # fmt: skip
+    assert (code, out) == (2, "")
+    assert "HEALTH_ASYNC_TOKEN" in err and "listening" not in err

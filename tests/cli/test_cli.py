@@ -19,8 +19,10 @@ import health_async as ha
 from health_async import cli
 from health_async._cli import _output
 from health_async._cli.abha import register as abha_cli
+from health_async._demo import patient_own_search
 from health_async._progress import Progress
 from health_async.testing import FakeHealthServer, Fault
+from health_async.testing._data import FakeData
 
 from ..conftest import ServerThread
 
@@ -271,6 +273,35 @@ def test_demo_runs_every_operation(capsys: pytest.CaptureFixture[str]) -> None:
     assert "retries absorbed" in out
     for step in ("describe a document", "upload (JWE-encrypted, streamed)", "aadhaar init (JWE-encrypted)", "profile"):
         assert step in out
+    # the patient's own search: discovered and linked through the hospital's abdm_handler, nothing personal shown
+    (line,) = [line for line in out.splitlines() if "patient-initiated discover + link" in line]
+    assert line.startswith("  ok ") and "2 care contexts offered -> OTP texted to XXXXXX" in line
+    assert line.endswith("-> 2 linked")
+    assert f"oid='{server_user(300)}'" in out  # the profile below is the demo's patient's
+    profile = orjson.loads(FakeData.generate(users=1, documents_per_user=300).profiles[server_user(300)])
+    for secret in (profile["fln"], profile["mobile"], profile["mobile"][-10:-4], "demo.patient"):
+        assert secret not in out
+    assert "summary: 14/14 operations as expected" in out
+
+
+def server_user(documents: int) -> str:
+    return FakeData.generate(users=1, documents_per_user=documents).user_ids[0]
+
+
+async def test_the_demos_patient_search_goes_through_the_three_answers_and_links_two_records() -> None:
+    async with FakeHealthServer(users=1, documents_per_user=3) as server:
+        user = server.data.user_ids[0]
+        async with ha.HealthClient(
+            base_url=server.url, token=server.token, client_id=server.client_id, user_id=user
+        ) as client:
+            doc_ids = server.data.document_ids(user)
+            detail = await patient_own_search(server, client, user, doc_ids)
+        assert detail.endswith("-> 2 linked")
+        for route in ("on_discover", "discover_link_on_init", "discover_link_on_confirm"):
+            assert server.calls(route) == 1
+        ((mobile, otp),) = server.abdm.texts
+        assert otp not in detail and mobile[-10:-4] not in detail
+        assert sorted(server.abdm.links["demo.patient@sbx"]) == sorted(doc_ids[:2])
 
 
 def test_progress_bar_on_a_terminal_and_silence_otherwise() -> None:

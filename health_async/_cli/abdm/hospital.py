@@ -6,6 +6,8 @@
                            (--abha-address A | --oid O | --partner-user-id P; at least one)
                            [--data BUNDLE.json] [--json]
     health-async abdm linked --hip-id H [--oid O] [--json] [--show-display]
+    health-async abdm onboard --hip-id H --name NAME [--clinic-id C]
+    health-async abdm providers [--oid O]
 
 (The patient's side, ``abdm consents list | show | approve | deny | revoke`` and ``abdm discover``, is
 :mod:`health_async._cli.abdm.patient`'s, registered here.)
@@ -20,15 +22,30 @@ sending) the command says so with a hint (check ``abdm linked`` before linking a
 ``abdm linked`` lists the care contexts linked at facility ``--hip-id`` (for ``--oid``, else the client's user id):
 a table of care_context_id, status and created_at, or with ``--json`` one JSON object per care context.
 
+``abdm onboard`` onboards your facility ``--hip-id`` (its ABDM HFR id) under ``--name`` (``POST
+/abdm/v1/hip/onboard``; ``--clinic-id``: your clinic it belongs to) and prints the service's answer as one JSON
+object: ``hip_id``, ``hip_name``, ``hip_code`` and ``scan_share_url`` (where the facility's Scan & Share QR code
+points). Sent once, never retried: when its outcome is unknown the command says so with a hint, as one JSON object
+(``hip_id``, ``error``, ``hint``), and exits 1.
+
+``abdm providers`` lists the facilities the user ``--oid`` (else the client's user id) has care contexts linked at
+(``GET /abdm/v1/care-contexts/providers``): one JSON object per facility, ``hip_id`` and ``hip_name``; none is
+nothing on stdout and a line on stderr.
+
+Judgement call, the output of these two: JSON only, as most commands of the tool (``describe``, ``profile``), with
+no ``--json`` flag: what they print is the service's data about facilities, meant for a script (the QR code's URL,
+the facility code), with nothing personal to hide and no sentence a person needs instead.
+
 Judgement call, ``display``: it is what the patient sees in their PHR app ("Diabetes follow-up, 3 March"), so it is
 health data (the library keeps it out of ``repr``); it is printed only with ``--show-display``, in either output.
 Tying it to ``--json`` instead would leak it into every script's logs that merely wanted machine-readable ids, and
 hide it from a person who asked for it: whether personal data is shown is a choice of its own, as ``result --fhir``
 and ``webhooks serve --show-data`` are. The care context id is your own id of the visit and is always shown.
 
-Exit status: 0 done; 1 the service refused or failed, or the link's outcome is unknown; 2 bad usage: a rule of the
-library broken (its :class:`~health_async.errors.InvalidRequest`, e.g. an unknown hi_type, an id too long, a bundle
-that is not a JSON object: one line on stderr, nothing sent) or a ``--data`` file that cannot be read.
+Exit status: 0 done; 1 the service refused or failed, or a link's or onboarding's outcome is unknown; 2 bad usage:
+a rule of the library broken (its :class:`~health_async.errors.InvalidRequest`, e.g. an unknown hi_type, an id too
+long, a bundle that is not a JSON object: one line on stderr, nothing sent) or a ``--data`` file that cannot be
+read.
 """
 
 from __future__ import annotations
@@ -41,6 +58,7 @@ from typing import Any, Final
 from ...errors import InvalidRequest, OutcomeUnknown
 from ...models import HiType
 from ...models.abdm._hospital import CareContext, LinkedCareContext
+from ...models.abdm._user_linking import CareContextProvider, FacilityOnboarded
 from .._output import Command, InputError, emit, open_input, report_error
 from . import patient as abdm_patient
 
@@ -137,7 +155,38 @@ async def _linked(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-_HANDLERS: dict[str, Command] = {"link": _link, "linked": _linked}
+async def _onboard(client: Any, args: argparse.Namespace) -> int:
+    try:
+        facility: FacilityOnboarded = await client.abdm.onboard_facility(
+            args.hip_id, args.name, clinic_id=args.clinic_id
+        )
+    except OutcomeUnknown as exc:
+        hint = (
+            "the facility may have been onboarded; it was not sent again: "
+            "onboard it again only once you know it was not"
+        )
+        return report_error(exc, hint, as_json=True, hip_id=args.hip_id)
+    emit(
+        {
+            "hip_id": facility.hip_id,
+            "hip_name": facility.hip_name,
+            "hip_code": facility.hip_code,
+            "scan_share_url": facility.scan_share_url,
+        }
+    )
+    return 0
+
+
+async def _providers(client: Any, args: argparse.Namespace) -> int:
+    items: tuple[CareContextProvider, ...] = await client.abdm.linked_providers(oid=args.oid)
+    for item in items:
+        emit({"hip_id": item.hip_id, "hip_name": item.hip_name})
+    if not items:
+        print("no linked providers", file=sys.stderr)
+    return 0
+
+
+_HANDLERS: dict[str, Command] = {"link": _link, "linked": _linked, "onboard": _onboard, "providers": _providers}
 
 
 async def _abdm(client: Any, args: argparse.Namespace) -> int:
@@ -148,15 +197,15 @@ async def _abdm(client: Any, args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
-    """Add ``abdm`` (``link``, ``linked``, and :mod:`.abdm_patient`'s ``consents ...`` and ``discover``) to
-    ``sub``; return ``{"abdm": handler}``."""
+    """Add ``abdm`` (``link``, ``linked``, ``onboard``, ``providers``, and :mod:`.abdm_patient`'s ``consents ...``
+    and ``discover``) to ``sub``; return ``{"abdm": handler}``."""
     parser = sub.add_parser(
         "abdm",
-        help="ABDM: link a care context to an ABHA, list the linked ones (hospital side); consents and "
-        "discover-and-link (patient side)",
-        description="ABDM exchange commands for a hospital (HIP): link, linked; link outcomes arrive by webhook "
-        f"({LINK_EVENT}): see 'health-async webhooks serve'. For a patient: consents (list, show, approve, deny, "
-        "revoke) and discover (find records at a facility and link them, interactive).",
+        help="ABDM: link a care context to an ABHA, list the linked ones, onboard a facility, the linked providers "
+        "(hospital side); consents and discover-and-link (patient side)",
+        description="ABDM exchange commands for a hospital (HIP): link, linked, onboard, providers; link outcomes "
+        f"arrive by webhook ({LINK_EVENT}): see 'health-async webhooks serve'. For a patient: consents (list, show, "
+        "approve, deny, revoke) and discover (find records at a facility and link them, interactive).",
     )
     asub = parser.add_subparsers(dest="abdm_command", required=True, metavar="SUBCOMMAND")
 
@@ -196,5 +245,26 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument("--oid", metavar="O", help="the patient's OID (default: --user-id / HEALTH_ASYNC_USER_ID)")
     p.add_argument("--json", action="store_true", help="one JSON object per care context instead of a table")
     p.add_argument("--show-display", action="store_true", help="also show each display text (health data)")
+
+    p = asub.add_parser(
+        "onboard",
+        parents=[common],
+        help="onboard your facility as an HIP (JSON out: its hip_code and Scan & Share URL)",
+        description="Onboard facility --hip-id (its ABDM HFR id) under --name. Prints the service's answer as one "
+        "JSON object: hip_id, hip_name, hip_code, scan_share_url. Sent once: if the outcome is unknown (exit 1) it "
+        "is not retried. Exits 2 for a value the library refuses (nothing sent).",
+    )
+    p.add_argument("--hip-id", required=True, metavar="H", help="your facility's HIP id (its HFR id)")
+    p.add_argument("--name", required=True, metavar="NAME", help="the facility's name")
+    p.add_argument("--clinic-id", metavar="C", help="your clinic the facility belongs to")
+
+    p = asub.add_parser(
+        "providers",
+        parents=[common],
+        help="the facilities a user has care contexts linked at (JSON lines)",
+        description="List the facilities (HIPs) user --oid (default: the client's user id) has care contexts "
+        "linked at: one JSON object per facility, hip_id and hip_name.",
+    )
+    p.add_argument("--oid", metavar="O", help="the user's OID (default: --user-id / HEALTH_ASYNC_USER_ID)")
     abdm_patient.add_commands(asub, common)
     return {"abdm": _abdm}

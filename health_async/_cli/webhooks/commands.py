@@ -5,6 +5,7 @@ tell the service where to send its webhooks (``subscribe``, ``list``, ``unsubscr
 
     health-async webhooks serve --secret S [--host 127.0.0.1] [--port 8080] [--path /webhooks]
                                 [--forward URL] [--show-data] [--record-links JOURNAL]
+                                [--discover-from PATIENTS.json [connection flags]]
     health-async webhooks subscribe URL --event EVENT [--event EVENT ...] [--allow-unknown-event]
                                     [--show-secret] [--json]
     health-async webhooks list [--json] [--show-secret]
@@ -31,6 +32,25 @@ deliver again to a relay that already showed the event.
 errored / waiting and the next run settles links of unknown outcome by it; the line gets ``"recorded": true``
 when the care context is the job's. A webhook that cannot be recorded (the journal missing or unwritable) is
 answered 500, so the service delivers it again.
+
+``--discover-from PATIENTS.json`` answers a patient's own search (a PHR app looking for their records at your
+facility: the ``abha.care_context_discover``, ``..._link_init`` and ``..._link_confirm`` webhooks) with
+:func:`health_async.webhooks.abdm_handler` and the callbacks of :class:`DiscoverFromFile`, so the flow can be tried
+locally before your own ``on_discover`` exists. The file is ``{"patients": [...]}``, each patient ``{"reference",
+"name", "mobile", "abha_address", "gender", "year_of_birth", "care_contexts": [{"care_context_id", "display",
+"hi_type"}]}`` (a mobile or an ABHA address required; gender and year of birth optional), checked by the library's
+rules before the server starts (exit 2 naming the field, never its value). A discovery finds a patient by the same
+ABHA address, or by the same mobile and name (and gender and year of birth where the file gives them): exactly one,
+else no match (ABDM's rule: never guess). A care context linked during the run is not offered again. The answers
+are calls to the service, so this needs the connection flags or ``HEALTH_ASYNC_*`` (exit 2 without credentials).
+Each step adds a JSON line to stdout, after its event's: ``{"linking": "discover", "hip_id", "searched": {...},
+"matches", "reference", "offered"}``, ``{"linking": "otp_sent", "hip_id", "mobile", "care_contexts"}`` and
+``{"linking": "linked", "hip_id", "reference", "abha_address", "care_contexts"}``: the mobile (``XXXXXX5678``), the
+ABHA address (``me***@sbx``) and the name (``M*** K***``) masked; the care context ids and your patient reference
+are your own ids, shown. Judgement call, the OTP: this is a development server, so the OTP is printed to **stderr**
+(``webhooks: DEVELOPMENT ONLY: the linking OTP for XXXXXX5678 is 123456 ...``), never stdout, for the developer to
+type into the PHR app; a hospital's ``on_link_otp`` texts it and never prints it. A refused step (a wrong OTP,
+``OTP_MISMATCH``) is logged by the library at INFO: ``HEALTH_ASYNC_LOG=info`` shows it on stderr.
 
 The secret comes from ``--secret`` or ``HEALTH_ASYNC_WEBHOOK_SECRET`` (prefer the environment: a flag shows in the
 process list); it is never printed. Runs until Ctrl-C or SIGTERM, then stops listening, lets the webhooks in flight
@@ -64,10 +84,11 @@ How the subscription commands get their client (judgement call): ``cli.run`` dec
 build a client (:data:`NO_CLIENT`), and ``webhooks`` must stay in it: ``serve`` is used without any account
 (against the fake service, before credentials exist) and must not fail for want of a token. Rather than teach
 ``cli.run`` a per-subcommand rule that every domain module would then have to follow, the three account
-subcommands build their own client here (:func:`_make_client`), from the same connection flags (``--base-url``,
-``--token``, ... added to them only) and the same ``HEALTH_ASYNC_*`` environment, as ``ingest`` does with its
-``EnvClientFactory``; it is closed when the subcommand ends. The only cost is the few lines that map the flags to
-``HealthClient.from_env``, which mirror ``cli.make_client`` (this module cannot import ``cli``: ``cli`` imports it).
+subcommands (and ``serve --discover-from``, which answers by calls) build their own client here
+(:func:`_make_client`), from the same connection flags (``--base-url``, ``--token``, ... added to them and to
+``serve``) and the same ``HEALTH_ASYNC_*`` environment, as ``ingest`` does with its ``EnvClientFactory``; it is
+closed when the subcommand ends. The only cost is the few lines that map the flags to ``HealthClient.from_env``,
+which mirror ``cli.make_client`` (this module cannot import ``cli``: ``cli`` imports it).
 
 How the raw body reaches the forward: the library's handler reads the body itself and gives its callback only the
 :class:`~health_async.webhooks.WebhookEvent`. The handler is given a view of the request (:class:`_Tee`) that
@@ -85,21 +106,24 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import IO, Any, Final, cast
 from urllib.parse import urlsplit
 
 import aiohttp
+import attrs
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
-from ... import webhooks
+from ... import _json, webhooks
 from ..._client import HealthClient
 from ..._config import _is_loopback
+from ..._mobile import mask_mobile
 from ...errors import HealthError, InvalidRequest, NotFoundError, OutcomeUnknown
-from ...models import WebhookSubscription
+from ...models import CareContext, CareContextDiscover, DiscoverLinkInit, MatchedPatient, WebhookSubscription
+from ...resources.abdm._user_linking import discovered_patients
 from ...resources.webhooks.subscriptions import DOCUMENTED_EVENTS, check_signing_key
-from .._output import Command, emit, port, report_error
+from .._output import Command, InputError, emit, open_input, port, report_error
 
 __all__ = ["ENV_WEBHOOK_SECRET", "FORWARD_TIMEOUT", "NO_CLIENT", "add_commands", "serve"]
 
@@ -192,6 +216,190 @@ def event_line(event: webhooks.WebhookEvent, *, show_data: bool) -> dict[str, An
     return line
 
 
+# ------------------------------------------------------------------------ a patient's own search (development)
+
+
+@attrs.frozen
+class FilePatient:
+    """One patient of a ``--discover-from`` file: what a discovery is matched against, and what it offers."""
+
+    reference: str = attrs.field(repr=False)
+    name: str = attrs.field(repr=False)
+    care_contexts: tuple[CareContext, ...] = attrs.field(repr=lambda v: f"<{len(v)}>")
+    mobile: str | None = attrs.field(default=None, repr=False)
+    abha_address: str | None = attrs.field(default=None, repr=False)
+    gender: str | None = attrs.field(default=None, repr=False)
+    year_of_birth: int | None = attrs.field(default=None, repr=False)
+
+
+def _optional_text(item: dict[str, Any], key: str, where: str) -> str | None:
+    value = item.get(key)
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidRequest(f"{where}.{key} must be a non-empty string when given")
+    return value
+
+
+def load_patients(source: str) -> tuple[FilePatient, ...]:
+    """The patients of a ``--discover-from`` file (see the module), every rule checked before the server starts:
+    :class:`InputError` when it cannot be read, :class:`InvalidRequest` naming the field (never its value)."""
+    stream = open_input(source)
+    try:
+        raw = stream.read()
+    except OSError as exc:
+        raise InputError(f"the --discover-from file cannot be read ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        if stream is not sys.stdin and stream is not getattr(sys.stdin, "buffer", None):
+            stream.close()
+    try:
+        document = _json.loads(raw)
+    except ValueError:
+        raise InvalidRequest("--discover-from: the file is not JSON") from None
+    items = document.get("patients") if isinstance(document, dict) else None
+    if not isinstance(items, list):
+        raise InvalidRequest('--discover-from: the file must be a JSON object {"patients": [...]}')
+    patients: list[FilePatient] = []
+    references: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"--discover-from: patients[{i}]"
+        if not isinstance(item, dict):
+            raise InvalidRequest(f"{where} must be a JSON object")
+        contexts = item.get("care_contexts")
+        if not isinstance(contexts, list) or not all(isinstance(c, dict) for c in contexts):
+            raise InvalidRequest(f"{where}.care_contexts must be a list of JSON objects")
+        offered = tuple(CareContext(c.get("care_context_id"), c.get("display"), c.get("hi_type")) for c in contexts)
+        mobile = _optional_text(item, "mobile", where)
+        abha_address = _optional_text(item, "abha_address", where)
+        gender = _optional_text(item, "gender", where)
+        year = item.get("year_of_birth")
+        if year is not None and (type(year) is not int or not 1800 <= year <= 9999):
+            raise InvalidRequest(f"{where}.year_of_birth must be a year (a whole number) when given")
+        if mobile is None and abha_address is None:
+            raise InvalidRequest(f"{where} needs a mobile or an abha_address to be found by")
+        try:  # the library's own rules of a discovery answer (reference, display: the name, every care context)
+            reference: Any = item.get("reference")
+            name: Any = item.get("name")
+            discovered_patients(MatchedPatient(reference, name, offered), where)
+        except InvalidRequest as exc:
+            raise InvalidRequest(str(exc).replace(f"{where}.display", f"{where}.name")) from None
+        if item["reference"] in references:
+            raise InvalidRequest(f"{where}.reference repeats another patient's")
+        references.add(item["reference"])
+        patients.append(FilePatient(item["reference"], item["name"], offered, mobile, abha_address, gender, year))
+    return tuple(patients)
+
+
+def _loose_name(value: str | None) -> str:
+    return " ".join((value or "").casefold().split())
+
+
+def _last_ten(value: str | None) -> str:
+    digits = "".join(ch for ch in value or "" if ch.isdigit())
+    return digits[-10:]
+
+
+def matches(patient: FilePatient, request: CareContextDiscover) -> bool:
+    """Whether a discovery finds ``patient``: the same ABHA address (case ignored); or the same mobile (its last
+    ten digits) and name (case and spacing ignored), and the same gender and year of birth where the file gives
+    them."""
+    if patient.abha_address and request.abha_address:
+        if patient.abha_address.casefold() == request.abha_address.casefold():
+            return True
+    mobile = _last_ten(request.identifier("MOBILE"))
+    if not patient.mobile or not mobile or _last_ten(patient.mobile) != mobile:
+        return False
+    if _loose_name(patient.name) != _loose_name(request.patient_name):
+        return False
+    if patient.gender is not None and (request.gender or "").upper() != patient.gender.upper():
+        return False
+    return patient.year_of_birth is None or patient.year_of_birth == request.year_of_birth
+
+
+def mask_abha_address(value: str | None) -> str | None:
+    """``me***@sbx``: the first two characters of an ABHA address and its domain, for display."""
+    if not value:
+        return None
+    local, at, domain = value.partition("@")
+    return f"{local[:2]}***{at}{domain}"
+
+
+def mask_name(value: str | None) -> str | None:
+    """``M*** K***``: each word's initial, for display."""
+    if not value:
+        return None
+    return " ".join(f"{word[0]}***" for word in value.split())
+
+
+class DiscoverFromFile:
+    """The callbacks ``serve --discover-from`` gives :func:`health_async.webhooks.abdm_handler`: a search of the
+    file's patients, an OTP "sender" that prints the OTP to stderr (development only), and a line for each link.
+    A care context linked during the run is not offered again (as a hospital offers only unlinked ones)."""
+
+    def __init__(self, patients: tuple[FilePatient, ...], out: IO[str], err: IO[str]) -> None:
+        self._patients, self._out, self._err = patients, out, err
+        self._linked: set[tuple[str, str]] = set()  # (reference, care_context_id)
+
+    async def on_discover(self, request: CareContextDiscover) -> MatchedPatient | None:
+        """The one patient of the file the discovery finds, with the care contexts not linked yet; ``None`` when
+        none or several are found (ABDM's rule: never guess)."""
+        found = [p for p in self._patients if matches(p, request)]
+        patient = found[0] if len(found) == 1 else None
+        offered = (
+            ()
+            if patient is None
+            else tuple(
+                cc for cc in patient.care_contexts if (patient.reference, cc.care_context_id) not in self._linked
+            )
+        )
+        emit(
+            {
+                "linking": "discover",
+                "hip_id": request.hip_id,
+                "searched": {
+                    "abha_address": mask_abha_address(request.abha_address),
+                    "name": mask_name(request.patient_name),
+                    "mobile": mask_mobile(request.identifier("MOBILE") or "") or None,
+                    "gender": request.gender,
+                    "year_of_birth": request.year_of_birth,
+                },
+                "matches": len(found),
+                "reference": None if patient is None else patient.reference,
+                "offered": [cc.care_context_id for cc in offered],
+            },
+            self._out,
+        )
+        if patient is None:
+            return None
+        return MatchedPatient(patient.reference, patient.name, offered, mobile=patient.mobile)
+
+    async def on_link_otp(self, mobile: str, otp: str, request: DiscoverLinkInit) -> None:
+        """Development only: print the OTP to stderr, where a hospital's sender would text it."""
+        chosen = [ref.reference_number for p in request.patients for ref in p.care_contexts]
+        emit(
+            {"linking": "otp_sent", "hip_id": request.hip_id, "mobile": mask_mobile(mobile), "care_contexts": chosen},
+            self._out,
+        )
+        self._err.write(
+            f"webhooks: DEVELOPMENT ONLY: the linking OTP for {mask_mobile(mobile)} is {otp} (a hospital's "
+            "on_link_otp texts it and never prints it)\n"
+        )
+        self._err.flush()
+
+    async def on_linked(self, link: webhooks.PendingLink) -> None:
+        """A line for the link (the ABHA address masked); its care contexts are not offered again."""
+        for cc in link.care_contexts:
+            self._linked.add((link.reference, cc.care_context_id))
+        emit(
+            {
+                "linking": "linked",
+                "hip_id": link.hip_id,
+                "reference": link.reference,
+                "abha_address": mask_abha_address(link.abha_address),
+                "care_contexts": [cc.care_context_id for cc in link.care_contexts],
+            },
+            self._out,
+        )
+
+
 # ------------------------------------------------------------------------ the server
 
 
@@ -251,6 +459,8 @@ async def serve(
         from ...ingest import LinkRecorder  # the ingest subpackage only when asked for (no cycle: it never imports us)
 
         recorder = LinkRecorder(args.record_links)
+    source = getattr(args, "discover_from", None)
+    patients = load_patients(source) if source is not None else None  # before listening: a bad file is exit 2
 
     async def on_event(event: webhooks.WebhookEvent) -> None:
         line = event_line(event, show_data=show_data)
@@ -261,7 +471,28 @@ async def serve(
             line["forward"] = await _forward(session, forward, bytes(tee.body), tee.headers)
         emit(line, stdout)
 
-    library_handler = webhooks.aiohttp_handler(_secret(args), on_event)  # checks the secret: InvalidRequest
+    secret = _secret(args)
+    client: HealthClient | None = None
+    abdm: webhooks.AbdmHandler | None = None
+    library_handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    if patients is None:
+        library_handler = webhooks.aiohttp_handler(secret, on_event)  # checks the secret: InvalidRequest
+    else:  # answering a patient's own search needs the service: the client from the flags and the environment
+        client = _make_client(args)
+        linking = DiscoverFromFile(patients, stdout, stderr)
+        try:
+            abdm = webhooks.abdm_handler(
+                secret,
+                client=client,
+                on_event=on_event,
+                on_discover=linking.on_discover,
+                on_link_otp=linking.on_link_otp,
+                on_linked=linking.on_linked,
+            )
+        except BaseException:
+            await client.aclose()
+            raise
+        library_handler = abdm.handle
 
     async def handle(request: web.Request) -> web.StreamResponse:
         tee = _Tee(request)
@@ -296,12 +527,21 @@ async def serve(
             )
         if not _is_loopback(str(host)):
             stderr.write("webhooks: listening beyond this machine: use it only on a network you trust\n")
+        if patients is not None:
+            stderr.write(
+                f"webhooks: answering a patient's own search from {len(patients)} patient(s) of --discover-from; "
+                "DEVELOPMENT ONLY: linking OTPs are printed here\n"
+            )
         stderr.flush()
         if on_ready is not None:
             on_ready(url)
         await stop.wait()
     finally:
         await runner.cleanup()  # stops listening, lets the webhooks in flight finish
+        if abdm is not None:
+            await abdm.aclose()  # the answers still under way are cancelled
+        if client is not None:
+            await client.aclose()
         if session is not None:
             await session.close()
     return 0
@@ -493,7 +733,7 @@ def _path(text: str) -> str:
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command]:
     """Add ``webhooks`` (``serve``, ``subscribe``, ``list``, ``unsubscribe``) to ``sub``; return ``{"webhooks":
-    handler}``. Only the subscription subcommands take the connection flags (``common``)."""
+    handler}``. ``serve`` takes the connection flags (``common``) for ``--discover-from`` only."""
     parser = sub.add_parser(
         "webhooks",
         help="receive signed webhooks locally; subscribe a URL to the service's webhooks",
@@ -503,10 +743,13 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     wsub = parser.add_subparsers(dest="webhooks_command", required=True, metavar="SUBCOMMAND")
     p = wsub.add_parser(
         "serve",
+        parents=[common],
         help="a local webhook receiver: verify, print each event as a JSON line, optionally forward",
         description="Receive webhooks on http://HOST:PORT/PATH, verified by the library's handler; print each "
         "verified event as one JSON line (no personal data unless --show-data). --forward URL posts each verified "
-        "webhook as received (same body, same signature) to your application. Runs until Ctrl-C or SIGTERM.",
+        "webhook as received (same body, same signature) to your application. --discover-from PATIENTS.json answers "
+        "a patient's own search from a file (a development server: the linking OTP is printed to stderr). Runs "
+        "until Ctrl-C or SIGTERM.",
         epilog=f"The secret may come from {ENV_WEBHOOK_SECRET} instead of --secret (preferred); it is never printed.",
     )
     p.add_argument("--secret", help=f"the webhook signing secret (env {ENV_WEBHOOK_SECRET}; prefer the environment)")
@@ -519,6 +762,12 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
         "--record-links",
         metavar="JOURNAL",
         help="record abha.link_care_context outcomes against an `ingest link` journal (ingest status shows them)",
+    )
+    p.add_argument(
+        "--discover-from",
+        metavar="PATIENTS.json",
+        help="answer a patient's own search (discover, link with an OTP printed to stderr: development only) from "
+        "this file's patients; needs the connection flags or HEALTH_ASYNC_* (the answers are calls)",
     )
 
     p = wsub.add_parser(
