@@ -37,6 +37,7 @@ from ._cli._output import (
 )
 from ._cli.abdm import hospital as _abdm_cli
 from ._cli.abha import register as _abha_cli
+from ._cli.fhir import commands as _fhir_cli
 from ._cli.patients import commands as _patients_cli
 from ._cli.records import commands as _records_cli
 from ._cli.webhooks import commands as _webhooks_cli
@@ -46,7 +47,7 @@ from .errors import HealthError, InvalidRequest
 
 __all__ = ["main"]
 
-_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli, _abdm_cli, _webhooks_cli)
+_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli, _abdm_cli, _webhooks_cli, _fhir_cli)
 
 # ------------------------------------------------------------------------ commands
 
