@@ -9,8 +9,9 @@ Edges: every import of a package module counts, at module level, inside function
 how it is made: at module level, in a function, or under TYPE_CHECKING. The one import that is not an edge is a lazy
 import of an optional heavy part (:data:`LAZY_OPTIONAL`, or a private module ending in :data:`LAZY_SUFFIXES`) made
 inside a function: the base install stays light. ``from P import n`` is an edge to ``P.n`` when that is a module of
-the package, else to ``P``. The implicit import of a parent package (importing ``a.b.c`` runs ``a/__init__``) is not
-an edge: a package's ``__init__`` re-exporting its own submodules is the normal shape of a package.
+the package, else to ``P``. Importing ``a.b.c`` from outside ``a.b`` runs ``a/b/__init__`` first, so it is also an
+edge to ``a.b`` (a circle through a package's ``__init__`` is a circle); a module of the package itself is not
+(a package's ``__init__`` re-exporting its own submodules is the normal shape of a package), nor is the root.
 
 Layers: :data:`LAYERS` declares, once, the order of the package's layers, lowest first. Each layer names its modules
 by ``fnmatch`` patterns over dotted names relative to the package root (``"models"``, ``"models.*"``,
@@ -64,8 +65,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("models", ["models", "models.*", "_plain"]),
     # FHIR documents: built, validated and read offline (the resources validate what they push)
     ("fhir", ["fhir", "fhir.*"]),
-    # what a webhook is, and how it is verified and remembered: the resources read events too
-    ("webhook events", ["webhooks._events", "webhooks._signature", "webhooks._seen"]),
+    # how a webhook is verified and remembered (what it is, WebhookEvent, is a model)
+    ("webhook events", ["webhooks._signature", "webhooks._seen"]),
     ("transport", ["_session", "_auth", "_bulk"]),
     ("resources", ["resources", "resources.*"]),
     ("client", ["_client", ROOT]),
@@ -183,7 +184,18 @@ def import_edges(root: Path) -> list[Edge]:
                     continue
                 if target in files and target != name:
                     edges.add(Edge(name, target, kind, line))
+                    # importing a.b.c runs a/b/__init__ first: an edge to each package on the way that does not
+                    # hold the importer (a module of the package itself is imported by its __init__, not through it)
+                    for package in _enclosing(target, packages):
+                        if not (name == package or name.startswith(package + ".")):
+                            edges.add(Edge(name, package, kind, line))
     return sorted(edges)
+
+
+def _enclosing(module: str, packages: set[str]) -> list[str]:
+    """The packages a module sits in, below the root package (``a.b.c`` -> ``a.b``; ``a`` itself is every module's)."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(2, len(parts)) if ".".join(parts[:i]) in packages]
 
 
 def build_graph(root: Path, edges: Sequence[Edge] | None = None) -> dict[str, set[str]]:

@@ -39,9 +39,9 @@ Judgement calls:
   parsed strictly.
 """
 
+from ..models.webhooks._events import EventKind, ParsingStatus, WebhookEvent, parse_event
 from ._abdm import DEFAULT_MAX_REQUESTS, AbdmHandler, Bundles, DataFetchCallback, ProfileShareCallback, abdm_handler
 from ._asgi import AbdmAsgiApp, abdm_asgi
-from ._events import EventKind, ParsingStatus, WebhookEvent, parse_event
 from ._link_otp import (
     DEFAULT_MAX_LINKS,
     OTP_DIGITS,

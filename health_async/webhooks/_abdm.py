@@ -19,11 +19,11 @@ from .._tasks import keep, settle
 from ..errors import HealthError, InvalidArgumentType, InvalidRequest, OutcomeUnknown
 from ..models.abdm._events import ProfileShare
 from ..models.abdm._hospital import HealthDataRequest
+from ..resources.abdm._guard import ConsentBook
 
 if TYPE_CHECKING:
     from .._client import HealthClient
-    from ..resources.abdm._guard import ConsentBook
-from ._events import EventKind, WebhookEvent
+from ..models.webhooks._events import EventKind, WebhookEvent
 from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
     _CLOSED,
@@ -431,8 +431,6 @@ def _abdm_receiver_args(
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
     callback_bound = _check_bound(callback_timeout, "callback_timeout")
     event_bound = _check_bound(event_timeout, "event_timeout")
-    from ..resources.abdm._guard import ConsentBook  # here: at import time, a circle through webhooks._events
-
     if consents is not None and not isinstance(consents, ConsentBook):
         raise InvalidArgumentType("consents must be a ConsentBook")
     return (

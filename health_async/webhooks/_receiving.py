@@ -14,7 +14,7 @@ from aiohttp import web
 
 from .._logging import logger
 from ..errors import InvalidRequest, WebhookSignatureError
-from ._events import EventKind, WebhookEvent
+from ..models.webhooks._events import EventKind, WebhookEvent
 from ._seen import SeenStore
 from ._signature import SIGNATURE_HEADER, _verify
 

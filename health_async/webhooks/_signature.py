@@ -11,7 +11,7 @@ from typing import Final, TypeAlias
 from .. import _json
 from .._config import finite
 from ..errors import InvalidRequest, WebhookSignatureError
-from ._events import WebhookEvent, _datetime, _event
+from ..models.webhooks._events import WebhookEvent, _datetime, _event
 
 __all__ = ["DEFAULT_TOLERANCE", "SIGNATURE_HEADER", "WebhookSecret", "compute_signature", "verify"]
 

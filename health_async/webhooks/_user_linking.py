@@ -49,8 +49,8 @@ from .._logging import logger
 from ..errors import HealthError, InvalidRequest
 from ..models.abdm._events import CareContextDiscover, DiscoverLinkConfirm, DiscoverLinkInit
 from ..models.abdm._user_linking import LinkingError, MatchedPatient
+from ..models.webhooks._events import EventKind, WebhookEvent
 from ..resources.abdm._user_linking import discovered_patients
-from ._events import EventKind, WebhookEvent
 from ._link_otp import LinkOtpStore, OtpOutcome, PendingLink, new_otp
 from ._receiving import DEFAULT_CALLBACK_TIMEOUT, _bounded
 

@@ -25,7 +25,7 @@ from ...fhir import NRCES_PROFILE_BASE, RecordType
 from ...models.abdm._events import ConsentUpdate
 from ...models.abdm._hospital import HealthDataRequest
 from ...models.records._cases import HiType
-from ...webhooks._events import EventKind, WebhookEvent
+from ...models.webhooks._events import EventKind, WebhookEvent
 from .consents import aware_datetime
 
 __all__ = ["PUSH_WINDOW", "ConsentBook", "ConsentGrant"]

@@ -26,7 +26,7 @@ from ...abdm_crypto import KeyMaterial, checksum_matches
 from ...errors import EncryptionError, HealthDataChecksumMismatch, HealthDataUnreadable, InvalidRequest
 from ...models.abdm._events import HiuDataPush
 from ...models.abdm._hiu import HealthDataStatus, ReceivedBundle
-from ...webhooks._events import EventKind, WebhookEvent
+from ...models.webhooks._events import EventKind, WebhookEvent
 from ._base import AbdmBase
 
 __all__ = ["MAX_DESCRIPTION", "HiuMixin"]

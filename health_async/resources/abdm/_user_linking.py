@@ -49,7 +49,7 @@ from ...models.abdm._events import CareContextDiscover, DiscoverLinkConfirm, Dis
 from ...models.abdm._hospital import CareContext
 from ...models.abdm._user_linking import CareContextProvider, FacilityOnboarded, LinkingError, MatchedPatient
 from ...models.records._cases import HiType
-from ...webhooks._events import EventKind, WebhookEvent
+from ...models.webhooks._events import EventKind, WebhookEvent
 from ._base import AbdmBase
 from .consents import aware_datetime
 

@@ -69,7 +69,7 @@ from ...errors import (
     ShareOutcomeUnknown,
 )
 from ...models import ProcessingResult, ProcessingStatus, ProfileShare, ShareLocation, ShareStatus, ShareToken
-from ...webhooks._events import EventKind, WebhookEvent
+from ...models.webhooks._events import EventKind, WebhookEvent
 from ..records._polling import PollPolicy, poll_until_final
 from ._base import AbhaBase, AbhaOptions
 

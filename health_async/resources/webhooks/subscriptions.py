@@ -66,7 +66,7 @@ from ..._routes import PATH_WEBHOOK_SUBSCRIPTION, PATH_WEBHOOK_SUBSCRIPTIONS
 from ..._wire import structure
 from ...errors import ApiError, InvalidArgumentType, InvalidRequest, NotFoundError
 from ...models import WebhookSubscription, WebhookSubscriptionCreated, WebhookSubscriptionList
-from ...webhooks._events import EventKind
+from ...models.webhooks._events import EventKind
 from .._base import Resource
 
 __all__ = [

@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 
-from .._wire import WireEnum, epoch_datetime, structure
-from ..errors import InvalidRequest, WebhookSignatureError
-from ..models.abdm._events import EVENT_PAYLOADS, AbdmPayload
-from ..models.abdm._hospital import HealthDataRequest, LinkResult
+from ..._wire import WireEnum, epoch_datetime, structure
+from ...errors import InvalidRequest, WebhookSignatureError
+from ..abdm._events import EVENT_PAYLOADS, AbdmPayload
+from ..abdm._hospital import HealthDataRequest, LinkResult
 
 __all__ = ["EventKind", "ParsingStatus", "WebhookEvent", "parse_event"]
 
