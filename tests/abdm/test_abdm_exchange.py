@@ -104,9 +104,10 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         received = hiu.abdm.decrypt_health_data(events[0], material)
         assert [b.care_context_id for b in received] == ["CC-VISIT"]
         assert received[0].bundle == example_document("OPConsultation")  # what the fake HIP encrypted
+        assert received[0].report.ok  # the guide's own example validates
         pushed = server.abdm_hiu.pushes[0]
         assert pushed["consent_id"] == consent_id and pushed["hip_id"] == HIP
-        statuses = [HealthDataStatus(b.care_context_id, True) for b in received]
+        statuses = [HealthDataStatus.from_bundle(b) for b in received]
         await hiu.abdm.acknowledge_health_data(consent_id, pushed["transaction_id"], statuses)
         assert server.abdm_hiu.acknowledgements[0]["status_response"] == [
             {"care_context_id": "CC-VISIT", "success": True}
