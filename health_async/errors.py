@@ -39,6 +39,7 @@ The tree::
     ├── ClientClosedError             a call on a closed client (also a RuntimeError)
     │   └── ClientLoopError           a call on another event loop than the client's
     └── InvalidRequest                input refused before anything was sent (also a ValueError)
+        ├── BundleInvalid             a FHIR bundle with validation errors (``care_context_id``, ``problems``)
         ├── FileTooLarge              an upload over the size limit
         ├── InvalidAadhaarNumber      an Aadhaar number breaking a rule
         ├── InvalidMobileNumber       a mobile number breaking a rule
@@ -73,6 +74,7 @@ __all__ = [
     "AbhaRateLimited",
     "ApiError",
     "AuthenticationError",
+    "BundleInvalid",
     "ClientClosedError",
     "ClientLoopError",
     "ConsentOutcomeUnknown",
@@ -411,6 +413,24 @@ class InvalidRequest(HealthError, ValueError):
 
     Also a ``ValueError``. Bulk helpers report it in the failing item's result instead of stopping the batch.
     """
+
+
+class BundleInvalid(InvalidRequest):
+    """A FHIR bundle refused before anything was sent: :func:`health_async.fhir.validate` found errors in it
+    (``client.abdm.push_health_data`` and ``client.abdm.link_care_contexts(..., data=...)`` validate each bundle
+    unless given ``validate=False``). The message names the care context and each error's path and rule, never a
+    value of the bundle.
+
+    Attributes:
+        care_context_id: the care context whose bundle was refused.
+        problems: the :class:`~health_async.fhir.Problem` entries of its validation report (errors and warnings;
+            ``severity`` tells them apart).
+    """
+
+    def __init__(self, message: str, *, care_context_id: str, problems: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.care_context_id = care_context_id
+        self.problems = problems
 
 
 class FileTooLarge(InvalidRequest):

@@ -19,10 +19,11 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import CareContext, CareContextStatus, HealthDataRequest, HiType, LinkStatus
 from health_async.testing import FakeHealthServer, Fault, send_webhook
+from health_async.testing.abdm._hiu import example_document
 
 from ..conftest import Serve
 
-BUNDLE = {"resourceType": "Bundle", "type": "document", "entry": [{"resource": {"resourceType": "Composition"}}]}
+BUNDLE = example_document("OPConsultation")  # the guide's own example: a valid document (pushes are validated)
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 
 
@@ -122,7 +123,7 @@ async def test_a_data_request_is_answered_page_by_page_and_opens_with_the_vendor
     data = server.abdm.data_request(["visit-0", "visit-1", "visit-2"], oid="oid-1")
     request = HealthDataRequest.from_event(data)
     assert "shyam" not in repr(request)
-    raw = b'{"resourceType": "Bundle", "id": "2"}'
+    raw = json.dumps({**BUNDLE, "id": "2"}).encode()
     bundles: dict[str, dict[str, Any] | bytes] = {"visit-0": bundle(0), "visit-2": raw}
     result = await client.abdm.push_health_data(request, bundles)
     assert result.pushed == ("visit-0", "visit-2") and result.missing == ("visit-1",)
@@ -241,7 +242,7 @@ async def test_a_data_request_is_answered_at_once_then_pushed_in_the_background(
     async def on_data_fetch(request: Any) -> dict[str, dict[str, Any]]:
         asked.append(request.care_contexts)
         await release.wait()  # the webhook's answer must not wait for this
-        return {cid: {"resourceType": "Bundle", "id": cid} for cid in request.care_contexts}
+        return {cid: {**BUNDLE, "id": cid} for cid in request.care_contexts}
 
     async def on_event(event: webhooks.WebhookEvent) -> None:
         events.append(event.event)
@@ -283,7 +284,7 @@ async def test_a_failed_fetch_pushes_nothing_and_a_redelivery_tries_again(
         calls += 1
         if calls == 1:
             raise RuntimeError("the records database is down")
-        return {cid: b'{"resourceType": "Bundle"}' for cid in request.care_contexts}
+        return {cid: json.dumps(BUNDLE).encode() for cid in request.care_contexts}
 
     handler = webhooks.abdm_handler(SECRET, client=client, on_data_fetch=flaky)
     url = f"{await serve({('POST', '/abdm'): handler.handle})}/abdm"

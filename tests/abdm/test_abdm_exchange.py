@@ -20,7 +20,7 @@ from health_async import webhooks
 from health_async.abdm_crypto import KeyMaterial
 from health_async.models import ConsentArtefact, ConsentStatus, ConsentUpdate, HealthDataStatus, LinkStep, RequestStatus
 from health_async.testing import FakeHealthServer
-from health_async.testing.abdm._hiu import sample_bundle
+from health_async.testing.abdm._hiu import example_document
 
 from ..conftest import Serve
 
@@ -103,10 +103,11 @@ async def test_records_are_linked_a_consent_approved_and_the_requester_decrypts_
         assert len(events) == 1
         received = hiu.abdm.decrypt_health_data(events[0], material)
         assert [b.care_context_id for b in received] == ["CC-VISIT"]
-        assert received[0].bundle == sample_bundle("CC-VISIT", "OPConsultation")  # what the fake HIP encrypted
+        assert received[0].bundle == example_document("OPConsultation")  # what the fake HIP encrypted
+        assert received[0].report.ok  # the guide's own example validates
         pushed = server.abdm_hiu.pushes[0]
         assert pushed["consent_id"] == consent_id and pushed["hip_id"] == HIP
-        statuses = [HealthDataStatus(b.care_context_id, True) for b in received]
+        statuses = [HealthDataStatus.from_bundle(b) for b in received]
         await hiu.abdm.acknowledge_health_data(consent_id, pushed["transaction_id"], statuses)
         assert server.abdm_hiu.acknowledgements[0]["status_response"] == [
             {"care_context_id": "CC-VISIT", "success": True}

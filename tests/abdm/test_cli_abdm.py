@@ -24,6 +24,7 @@ from health_async import HealthClient, _json, cli, webhooks
 from health_async._cli.webhooks import commands as webhooks_cli
 from health_async.ingest import IngestJob
 from health_async.testing import FakeHealthServer, Fault
+from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import send_webhook, sign
 
 from ..conftest import Serve, ServerThread
@@ -31,7 +32,7 @@ from ..conftest import Serve, ServerThread
 OID = "oid-patient-1"
 ABHA = "shyam.kumar@sbx"
 SECRET = "whsec-test-0123456789"
-BUNDLE = {"resourceType": "Bundle", "type": "document", "entry": [{"resource": {"resourceType": "Composition"}}]}
+BUNDLE = example_document("OPConsultation")  # the guide's own example: linked data is validated
 
 
 @pytest.fixture
@@ -116,6 +117,7 @@ def test_link_json_prints_one_object(server: FakeHealthServer, capsys: pytest.Ca
         ({"--abha-address": "shyam@gmail.com"}, "abha_address may only end in"),
         ({"--data": "not-json"}, "data is not JSON"),
         ({"--data": "array"}, "data must be a JSON object"),
+        ({"--data": "not-a-document"}, "(care context 'V-3'): its FHIR bundle is not valid"),
     ],
 )
 def test_a_value_the_library_refuses_is_one_line_exit_2_and_nothing_sent(
@@ -125,7 +127,11 @@ def test_a_value_the_library_refuses_is_one_line_exit_2_and_nothing_sent(
     change: dict[str, str],
     rule: str,
 ) -> None:
-    files = {"not-json": b"{'resourceType': Composition", "array": b'["Composition"]'}
+    files = {
+        "not-json": b"{'resourceType': Composition",
+        "array": b'["Composition"]',
+        "not-a-document": b'{"resourceType": "Bundle", "id": "Composition", "type": "collection"}',
+    }
     argv = link_args("V-3", "--abha-address", ABHA)
     for flag, value in change.items():
         if flag == "--data":

@@ -17,6 +17,7 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import CareContext, ConsentUpdate, HealthDataRequest, HiType, LinkStatus
 from health_async.testing import FakeHealthServer
+from health_async.testing.abdm._hiu import example_document
 from health_async.testing.abdm._hospital import DELIVERY_ATTEMPTS, LINK_ERROR
 
 from ..conftest import Serve
@@ -186,7 +187,7 @@ async def test_a_data_request_sent_by_the_fake_is_answered_end_to_end(
 
     async def on_data_fetch(request: HealthDataRequest) -> dict[str, dict[str, Any]]:
         asked.append(request)
-        return {cid: {"resourceType": "Bundle", "id": cid} for cid in request.care_contexts}
+        return {cid: {**example_document("OPConsultation"), "id": cid} for cid in request.care_contexts}
 
     handler = webhooks.abdm_handler(SECRET, client=client, on_event=on_event, on_data_fetch=on_data_fetch)
     server.abdm.webhooks(f"{await serve({('POST', '/abdm'): handler.handle})}/abdm", SECRET)
@@ -206,7 +207,7 @@ async def test_a_data_request_sent_by_the_fake_is_answered_end_to_end(
     assert [r.status for r in server.requests if r.route == "hip_data_push"] == [202] * len(pages)
     received = server.abdm.received(sent.transaction_id)  # decrypted with the HIU key, checksums checked
     assert set(received) == {"visit-0", "visit-1"}
-    assert json.loads(received["visit-1"]) == {"resourceType": "Bundle", "id": "visit-1"}
+    assert json.loads(received["visit-1"]) == {**example_document("OPConsultation"), "id": "visit-1"}
     assert server.abdm.deliveries == [(FETCH, 200)]
     await handler.aclose()
 

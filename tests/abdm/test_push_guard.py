@@ -18,13 +18,19 @@ from health_async.fhir import RecordType
 from health_async.models import ConsentUpdate, HealthDataRequest, HiType
 from health_async.resources import PUSH_WINDOW, ConsentBook
 from health_async.testing import FakeHealthServer
+from health_async.testing.abdm._hiu import example_document
 
 NOW = dt.datetime(2026, 11, 28, 10, 0, tzinfo=dt.UTC)
 
 
 def bundle(record: RecordType | None, i: int = 0) -> dict[str, Any]:
-    meta = {"profile": [record.profile]} if record is not None else {}
-    return {"resourceType": "Bundle", "type": "document", "id": str(i), "meta": meta, "entry": []}
+    """The guide's example of ``record`` (a valid document: pushes are validated); ``None``: an OP consultation whose
+    Composition declares no profile (a bundle of no known record type, to the guard)."""
+    document = example_document((record or RecordType.OP_CONSULT).hi_type.value)
+    document["id"] = str(i)
+    if record is None:
+        del document["entry"][0]["resource"]["meta"]["profile"]
+    return document
 
 
 @pytest.fixture

@@ -20,13 +20,14 @@ from health_async._wire import structure
 from health_async.ingest import IngestJob, LinkRecorder
 from health_async.models import CareContext, LinkResult
 from health_async.testing import FakeHealthServer, Fault
+from health_async.testing.abdm._hiu import example_document
 
 from ..conftest import ServerThread
 
 NO_RETRY = RetryPolicy(attempts=1)
 HIP = "HIP-1"
 SECRET = "whsec-link-tests"
-BUNDLE = {"resourceType": "Bundle", "type": "document", "entry": [{"resource": {"resourceType": "Composition"}}]}
+BUNDLE = example_document("Prescription")  # the guide's own example: linked data is validated
 
 
 @pytest.fixture
@@ -153,7 +154,8 @@ async def test_a_csv_without_a_required_column_is_refused_before_anything_is_sen
 async def test_a_csv_with_a_large_bundle_a_quote_left_open_and_json_lines_with_a_bom(
     server: FakeHealthServer, client: HealthClient, tmp_path: Path
 ) -> None:
-    big = {**BUNDLE, "padding": "x" * 300_000}  # over the csv module's 128 KiB default cell limit
+    big = example_document("Prescription")
+    big["entry"][0]["resource"]["title"] = "x" * 300_000  # over the csv module's 128 KiB default cell limit
     cell = json.dumps(big).replace('"', '""')
     source = tmp_path / "big.csv"
     source.write_text(

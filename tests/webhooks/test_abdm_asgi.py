@@ -17,7 +17,10 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import HealthDataRequest, LinkStatus
 from health_async.testing import FakeHealthServer
+from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import sign
+
+OP_NOTE = example_document("OPConsultation")  # a valid document: pushes are validated
 
 SECRET = "abdm-asgi-secret"
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
@@ -239,7 +242,7 @@ async def test_a_data_request_is_answered_at_once_then_pushed_and_opens_on_the_s
     async def on_data_fetch(request: HealthDataRequest) -> dict[str, dict[str, Any]]:
         asked.append(request.care_contexts)
         await release.wait()  # the webhook's answer must not wait for this
-        return {cid: {"resourceType": "Bundle", "id": cid} for cid in request.care_contexts}
+        return {cid: {**OP_NOTE, "id": cid} for cid in request.care_contexts}
 
     app = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=on_data_fetch)
     data = server.abdm.data_request(["visit-1", "visit-2"], oid="oid-1")
@@ -253,8 +256,8 @@ async def test_a_data_request_is_answered_at_once_then_pushed_and_opens_on_the_s
     assert app.pending == 0 and asked == [("visit-1", "visit-2")]
     received = server.abdm.received(data["transaction_id"])  # decrypted with the HIU key, checksums checked
     assert {cid: json.loads(raw) for cid, raw in received.items()} == {
-        "visit-1": {"resourceType": "Bundle", "id": "visit-1"},
-        "visit-2": {"resourceType": "Bundle", "id": "visit-2"},
+        "visit-1": {**OP_NOTE, "id": "visit-1"},
+        "visit-2": {**OP_NOTE, "id": "visit-2"},
     }
     assert "2 care context(s) pushed" in caplog.text
     assert "shyam" not in caplog.text and "Bundle" not in caplog.text and SECRET not in caplog.text
@@ -268,7 +271,7 @@ async def test_a_redelivered_data_request_is_not_pushed_twice(
     async def on_data_fetch(request: HealthDataRequest) -> dict[str, bytes]:
         nonlocal fetched
         fetched += 1
-        return {cid: b'{"resourceType": "Bundle"}' for cid in request.care_contexts}
+        return {cid: json.dumps(OP_NOTE).encode() for cid in request.care_contexts}
 
     app = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=on_data_fetch)
     data = server.abdm.data_request(["visit-1", "visit-2"], oid="oid-1")

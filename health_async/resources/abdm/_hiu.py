@@ -24,6 +24,7 @@ from ..._config import NOT_GIVEN, NotGiven
 from ..._retry import RetryPolicy
 from ...abdm_crypto import KeyMaterial, checksum_matches
 from ...errors import EncryptionError, HealthDataChecksumMismatch, HealthDataUnreadable, InvalidRequest
+from ...fhir import validate
 from ...models.abdm._events import HiuDataPush
 from ...models.abdm._hiu import HealthDataStatus, ReceivedBundle
 from ...models.webhooks._events import EventKind, WebhookEvent
@@ -110,6 +111,13 @@ class HiuMixin(AbdmBase):
         HIPs write; judgement call: ABDM documents only "MD5 checksum of the content, before encryption").
         ``require_checksum=False`` accepts an entry sent without one (a checksum that is sent is always checked).
 
+        Each bundle comes with its validation report (:attr:`ReceivedBundle.report
+        <health_async.models.ReceivedBundle.report>`, :func:`health_async.fhir.validate`: FHIR R4 and the NRCeS
+        profiles, offline). Nothing is refused for it: it is the patient's data; read it with
+        :func:`health_async.fhir.read` (``read(received.bundle)``, tolerant of any producer), and report it with
+        :meth:`HealthDataStatus.from_bundle <health_async.models.HealthDataStatus.from_bundle>` (``success`` when
+        the report has no error).
+
         Judgement call: the first entry that does not open raises, and nothing is returned (a push is read whole
         or not at all; report it with :meth:`acknowledge_health_data`, naming the error's care context). This is
         CPU work in the calling thread; for very large pushes run it with ``asyncio.to_thread``.
@@ -155,7 +163,7 @@ class HiuMixin(AbdmBase):
                 bundle = None
             if not isinstance(bundle, dict):
                 raise HealthDataUnreadable(f"{where} is not a FHIR bundle (a JSON object)", care_context_id=cid)
-            out.append(ReceivedBundle(care_context_id=cid, bundle=bundle, media=entry.media))
+            out.append(ReceivedBundle(care_context_id=cid, bundle=bundle, media=entry.media, report=validate(bundle)))
         return tuple(out)
 
     @checked
@@ -172,7 +180,8 @@ class HiuMixin(AbdmBase):
     ) -> None:
         """``POST /abdm/v1/hiu/care-context/data/on-push``: tell the service how reading each care context of a
         push went (the FHIR parsing status), one :class:`~health_async.models.HealthDataStatus` per care
-        context. ``consent_id`` and ``transaction_id`` are the push's
+        context (:meth:`HealthDataStatus.from_bundle <health_async.models.HealthDataStatus.from_bundle>` makes it
+        from a decrypted bundle's validation report). ``consent_id`` and ``transaction_id`` are the push's
         (:attr:`HiuDataPush.consent_id <health_async.models.HiuDataPush.consent_id>`, ``.transaction_id``).
         Answered 202.
 

@@ -29,7 +29,8 @@ from ..._retry import RetryPolicy
 from ..._session import json_body
 from ..._wire import structure_many
 from ...abdm_crypto import KeyMaterial, checksum
-from ...errors import InvalidArgumentType, InvalidRequest
+from ...errors import BundleInvalid, InvalidArgumentType, InvalidRequest
+from ...fhir import validate as validate_bundle
 from ...models.abdm._hospital import (
     CareContext,
     HealthDataRequest,
@@ -46,7 +47,7 @@ from ._requests import RequestsMixin
 from ._user_linking import UserLinkingMixin
 from .consents import Consents, aware_datetime
 
-__all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "checksum", "link_entry"]
+__all__ = ["MAX_CARE_CONTEXT_ID", "MEDIA", "Abdm", "bundle_bytes", "check_bundle", "checksum", "link_entry"]
 
 #: The longest care context id accepted (the vendor gives none; ABDM's gateway takes ids of up to 255).
 MAX_CARE_CONTEXT_ID: Final = 255
@@ -56,6 +57,8 @@ _HI_TYPES: Final = frozenset(t.value for t in HiType)
 #: How long our one-page key material is said to be valid (the HIU decrypts at once; ABDM sets no rule).
 _KEY_LIFE: Final = dt.timedelta(hours=24)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+#: How many errors a :class:`BundleInvalid` message names (all of them are in its ``problems``).
+_NAMED_ERRORS: Final = 10
 
 
 def _decoded(bundle: object, raw: bytes) -> dict[str, Any]:
@@ -83,6 +86,25 @@ def bundle_bytes(name: str, bundle: object) -> bytes:
     if not isinstance(parsed, dict):
         raise InvalidRequest(f"{name} must be a JSON object (a FHIR bundle)")
     return raw
+
+
+def check_bundle(care_context_id: str, bundle: dict[str, Any], where: str | None = None) -> None:
+    """Validate one decoded bundle (:func:`health_async.fhir.validate`): :class:`BundleInvalid` when it has an
+    error, naming ``where`` (default: the care context), the care context, and each error's path and rule (never a
+    value); warnings pass."""
+    report = validate_bundle(bundle)
+    if report.ok:
+        return
+    errors = report.errors
+    named = "; ".join(f"{p.path} ({p.rule})" for p in errors[:_NAMED_ERRORS])
+    if len(errors) > _NAMED_ERRORS:
+        named += f"; and {len(errors) - _NAMED_ERRORS} more"
+    subject = f"care context {care_context_id!r}" if where is None else f"{where} (care context {care_context_id!r})"
+    raise BundleInvalid(
+        f"{subject}: its FHIR bundle is not valid ({len(errors)} error(s): {named}); nothing sent",
+        care_context_id=care_context_id,
+        problems=report.problems,
+    )
 
 
 def _care_context_id(value: object, where: str) -> str:
@@ -115,6 +137,14 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
     return entry
 
 
+def _linked_bundle(data: object) -> dict[str, Any]:
+    """The decoded ``data`` of a care context :func:`link_entry` checked (a dict, or the JSON of an object)."""
+    if isinstance(data, dict):
+        return data
+    decoded: dict[str, Any] = _json.loads(data)  # type: ignore[arg-type]  # bytes, bytearray, memoryview or str
+    return decoded
+
+
 class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
     """ABDM's exchange: the hospital's side here (see the module); the patient's app and the requester's side in
     the mixins (``_abdm_discover.py``: providers, discover and link; ``_abdm_requests.py``: the patient's request
@@ -134,6 +164,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         abha_address: str | None = None,
         oid: str | None = None,
         partner_user_id: str | None = None,
+        validate: bool = True,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> None:
@@ -142,14 +173,20 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         outcome of each link comes later, in an ``abha.link_care_context`` webhook (``LINKED`` / ``ERRORED``).
 
         A care context with ``data`` (its FHIR bundle) is stored by the service, which then answers data requests
-        for it itself; without, you answer them (:meth:`push_health_data`).
+        for it itself; without, you answer them (:meth:`push_health_data`). Each ``data`` bundle is validated
+        first (:func:`health_async.fhir.validate`, offline): one with an error refuses the whole call, nothing sent;
+        ``validate=False`` sends the bundles as they are (still checked to be JSON objects).
 
         Raises:
+            BundleInvalid: a ``data`` bundle has a validation error (the message names the care context and the
+                errors' paths and rules; :attr:`~health_async.errors.BundleInvalid.problems` holds them); nothing
+                sent.
             InvalidRequest: a rule broken (the message names the field, never health data); nothing sent.
             OutcomeUnknown: the links may or may not have been made: check :meth:`linked_care_contexts` before
                 linking again (a repeat would not be harmful to ABDM, but it triggers a second webhook).
         """
-        entries = [link_entry(item, f"care_contexts[{i}]") for i, item in enumerate(care_contexts)]
+        items = list(care_contexts)
+        entries = [link_entry(item, f"care_contexts[{i}]") for i, item in enumerate(items)]
         if not entries:
             raise InvalidRequest("care_contexts must hold at least one CareContext")
         ids = [e["care_context_id"] for e in entries]
@@ -164,6 +201,10 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
             body["oid"] = optional_header_value("oid", oid)
         if partner_user_id is not None:
             body["partner_user_id"] = optional_header_value("partner_user_id", partner_user_id)
+        if validate:  # last: the costliest check, once every cheap one passed
+            for i, (item, entry) in enumerate(zip(items, entries, strict=True)):
+                if "data" in entry:
+                    check_bundle(entry["care_context_id"], _linked_bundle(item.data), f"care_contexts[{i}]")
         await self._send_once(
             "POST",
             R.PATH_CARE_CONTEXTS_LINK,
@@ -230,6 +271,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         *,
         consents: ConsentBook | None = None,
         now: dt.datetime | None = None,
+        validate: bool = True,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> PushResult:
@@ -255,6 +297,17 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         requested types or dates; and nothing for a bundle whose record type (its NRCeS profile) is not among the
         requested ``hi_types``. What is refused is not sent and :attr:`~health_async.models.PushResult.refused`
         says why, per care context; the rest is pushed.
+
+        Then each bundle to be pushed is validated (:func:`health_async.fhir.validate`, offline: FHIR R4 and the
+        NRCeS profile of its record type): one with an error refuses the whole push, nothing sent
+        (:class:`~health_async.errors.BundleInvalid`, naming the first such care context in the request's order
+        and its errors' paths and rules, never a value). ``validate=False`` pushes the bundles as they are (still
+        checked to be JSON objects). Bundles refused by the guard above are not validated (they are not sent).
+
+        Raises:
+            BundleInvalid: a bundle to be pushed has a validation error; nothing sent.
+            InvalidRequest: a rule above broken (a bundle not asked for, an expired HIU key, ...); nothing sent.
+            OutcomeUnknown: a page may or may not have been taken; the pages after it were not sent.
         """
         if now is not None:
             aware_datetime(now, "now")  # a naive time cannot be compared with the key's expiry, nor sent as one
@@ -276,6 +329,9 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         decoded = {cid: _decoded(bundles[cid], raw) for cid, raw in plain.items()}
         refused = refusals(request, decoded, consents=consents, now=moment)
         order = [cid for cid in plain if cid not in refused]  # the request's order: plain was filled in it
+        if validate:  # every bundle before the first page: a refusal sends nothing
+            for cid in order:
+                check_bundle(cid, decoded[cid])
         for page, cid in enumerate(order, start=1):
             material = KeyMaterial.generate()  # fresh for every page: no IV ever serves twice
             content = material.encrypt(plain[cid], peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)

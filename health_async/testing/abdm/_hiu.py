@@ -19,6 +19,10 @@ the consent, encrypted to the HIU's registered key set, sent as a signed ``abha.
 the hospital side's webhook sender (``server.abdm.webhooks(url, secret)``: the same target, signature and
 redelivery); it returns :class:`DataPushSent` with the bundles it encrypted, for tests to compare.
 
+The documents it sends are the NRCeS guide's own example bundles, one per health-information type
+(:func:`example_document`; the files and their source are in ``_documents/``, see its README), not made with the
+library's builders: a requester's test then reads what another producer wrote.
+
 Judgement calls: a push carries every care context of the consent in one webhook, from the consent's first HIP
 (the consent dict does not say which HIP holds which care context), under one fresh sender key material (one
 ``key_information`` a push, as the page shows); the checksum is the MD5 hex of the plain text (as the hospital
@@ -32,8 +36,10 @@ import base64
 import binascii
 import datetime as dt
 import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Mapping
+from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from aiohttp import web
@@ -49,7 +55,15 @@ if TYPE_CHECKING:
     from .._common import RecordedRequest
     from .._domain import Server
 
-__all__ = ["CONSENT_UPDATE_EVENT", "DATA_PUSH_EVENT", "ROUTES", "DataPushSent", "FakeHiu", "sample_bundle"]
+__all__ = [
+    "CONSENT_UPDATE_EVENT",
+    "DATA_PUSH_EVENT",
+    "DOCUMENTS",
+    "ROUTES",
+    "DataPushSent",
+    "FakeHiu",
+    "example_document",
+]
 
 ROUTES: Final[tuple[str, ...]] = ("hiu_keyset", "hiu_data_on_push")
 DATA_PUSH_EVENT: Final = "abha.hiu_data_push"
@@ -57,6 +71,16 @@ CONSENT_UPDATE_EVENT: Final = "abha.consent_update"
 #: The envelope's ``service`` of :data:`CONSENT_UPDATE_EVENT` (``consent-update.mdx``; the other ABDM pages: ``abdm``).
 CONSENT_UPDATE_SERVICE: Final = "abha"
 _NONCE_SIZE: Final = 32
+#: ABDM health-information type -> the guide's example document sent for it (a file of ``_documents/``).
+DOCUMENTS: Final = {
+    "OPConsultation": "Bundle-OPConsultNote-example-05.json",
+    "Prescription": "Bundle-Prescription-example-06.json",
+    "DiagnosticReport": "Bundle-DiagnosticReport-Lab-example-03.json",
+    "DischargeSummary": "Bundle-DischargeSummary-example-04.json",
+    "ImmunizationRecord": "Bundle-ImmunizationRecord-example-07.json",
+    "WellnessRecord": "Bundle-WellnessRecord-example-01.json",
+    "HealthDocumentRecord": "Bundle-HealthDocumentRecord-example-01.json",
+}
 
 
 class DataPushSent(NamedTuple):
@@ -95,14 +119,16 @@ def _artefacts(artefact_ids: list[str]) -> dict[str, str] | list[dict[str, str]]
     return refs[0] if len(refs) == 1 else refs
 
 
-def sample_bundle(care_context_id: str, hi_type: str) -> dict[str, Any]:
-    """A small FHIR document bundle for one care context (what the fake HIP sends unless told otherwise)."""
-    return {
-        "resourceType": "Bundle",
-        "id": care_context_id,
-        "type": "document",
-        "entry": [{"resource": {"resourceType": "Composition", "title": hi_type, "status": "final"}}],
-    }
+def example_document(hi_type: str) -> dict[str, Any]:
+    """The NRCeS guide's example document of ``hi_type`` (an ABDM health-information type: ``"OPConsultation"``,
+    ``"DiagnosticReport"``, ...; :data:`DOCUMENTS`), a fresh dict each call: what the fake HIP sends unless told
+    otherwise. ``ValueError`` for another type."""
+    name = DOCUMENTS.get(hi_type)
+    if name is None:
+        raise ValueError(f"hi_type must be one of {', '.join(sorted(DOCUMENTS))}")
+    text = resources.files(__package__).joinpath("_documents", name).read_text(encoding="utf-8")
+    document: dict[str, Any] = json.loads(text, strict=False)  # as published: raw control characters in narratives
+    return document
 
 
 class FakeHiu(Domain):
@@ -239,10 +265,11 @@ class FakeHiu(Domain):
         server client's) and send it to the registered URL as a signed ``abha.hiu_data_push`` webhook,
         redelivered as the hospital side's webhooks; returns once it was taken or given up.
 
-        ``bundles``: care context -> the bundle to send (default :func:`sample_bundle` of the consent's first
-        HI type); ``bad_checksum``: care contexts sent with a checksum that does not match.
+        ``bundles``: care context -> the bundle to send (default the guide's example document of the consent's
+        first HI type, :func:`example_document`); ``bad_checksum``: care contexts sent with a checksum that does
+        not match.
         ``RuntimeError`` without a registered URL (``server.abdm.webhooks``) or key set; ``ValueError`` for a
-        consent dict without its keys."""
+        consent dict without its keys, or whose first HI type is not one of ABDM's."""
         abdm = getattr(self.server, "abdm", None)
         if not isinstance(abdm, FakeAbdm):  # pragma: no cover - every FakeHealthServer has one
             raise RuntimeError("this server has no ABDM domain to send webhooks with")
@@ -255,7 +282,7 @@ class FakeHiu(Domain):
         hip_ids = list(consent.get("hip_ids") or ["HIP-1"])
         hi_types = list(consent.get("hi_types") or ["OPConsultation"])
         plain = {
-            cid: dict(bundles[cid]) if bundles and cid in bundles else sample_bundle(cid, hi_types[0]) for cid in cids
+            cid: dict(bundles[cid]) if bundles and cid in bundles else example_document(hi_types[0]) for cid in cids
         }
         broken = set(bad_checksum)
         sender = KeyMaterial.generate()
