@@ -29,7 +29,7 @@ from . import _constants as C
 from . import _json
 from ._config import NOT_GIVEN, NotGiven, check_seconds
 from ._files import StreamBody
-from ._limits import Limits, Overdue, within
+from ._limits import Limits, Overdue, reports_sends, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._tasks import keep
@@ -163,7 +163,9 @@ class Session:
         if http is None:
             connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0)
             traces = []
-            if self.config.rate_limit is not None:  # the rate counts a request when its headers really go out
+            # a rate (the client's own, or a shared limiter's that takes reports) counts a request when its headers
+            # really go out
+            if self.config.rate_limit is not None or reports_sends(self.config.limiter):
                 trace = aiohttp.TraceConfig()
                 trace.on_request_headers_sent.append(self._on_headers_sent)
                 traces.append(trace)

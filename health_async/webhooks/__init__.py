@@ -53,7 +53,7 @@ from ._link_otp import (
     new_otp,
 )
 from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
-from ._receiving import DEFAULT_MAX_BODY_SIZE
+from ._receiving import DEFAULT_CALLBACK_TIMEOUT, DEFAULT_EVENT_TIMEOUT, DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
 from ._seen import DEFAULT_MAX_SEEN, InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret, compute_signature, verify
@@ -68,6 +68,8 @@ from ._user_linking import (
 )
 
 __all__ = [
+    "DEFAULT_CALLBACK_TIMEOUT",
+    "DEFAULT_EVENT_TIMEOUT",
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_LINKS",
     "DEFAULT_MAX_OTP_TRIES",
