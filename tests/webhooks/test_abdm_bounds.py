@@ -21,6 +21,7 @@ from health_async import webhooks
 from health_async.models import CareContextDiscover, HealthDataRequest, ProfileShare
 from health_async.resources import ConsentBook
 from health_async.testing import FakeHealthServer, send_webhook
+from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import sign
 
 from ..conftest import Serve
@@ -28,6 +29,9 @@ from .test_abdm_asgi import LINKED, NO_WAIT, SECRET, call, envelope
 
 BOUND = 0.05  # seconds: a callback past it is cut
 SLACK = 1.0  # seconds a bounded wait may overrun its bound on a busy machine (still far below any hang)
+
+#: The guide's own example: a valid document (pushes are validated before they leave).
+BUNDLE = json.dumps(example_document("OPConsultation")).encode()
 
 
 @pytest.fixture
@@ -63,7 +67,7 @@ async def test_a_hanging_data_fetch_is_cut_at_its_bound_and_its_redelivery_runs(
             except asyncio.CancelledError:
                 cancelled.append(True)
                 raise
-        return {cid: b'{"resourceType": "Bundle"}' for cid in request.care_contexts}
+        return {cid: BUNDLE for cid in request.care_contexts}
 
     app = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=on_data_fetch, callback_timeout=BOUND)
     data = server.abdm.data_request(["visit-1"], oid="oid-1")
@@ -231,7 +235,7 @@ async def test_a_consent_revoked_by_a_webhook_through_the_receiver_is_not_pushed
         seen.append(None if grant is None else grant.status)  # recorded before on_event runs
 
     async def on_data_fetch(request: HealthDataRequest) -> dict[str, bytes]:
-        return {cid: b'{"resourceType": "Bundle"}' for cid in request.care_contexts}
+        return {cid: BUNDLE for cid in request.care_contexts}
 
     app = webhooks.abdm_asgi(SECRET, client=client, on_event=on_event, on_data_fetch=on_data_fetch, consents=book)
     revoke = consent_update("consent-9", "REVOKED")
@@ -252,7 +256,7 @@ async def test_a_consent_revoked_by_a_webhook_through_the_receiver_is_not_pushed
 
 async def test_the_data_request_carries_the_webhooks_time(server: FakeHealthServer, client: ha.HealthClient) -> None:
     async def on_data_fetch(request: HealthDataRequest) -> dict[str, bytes]:
-        return {cid: b'{"resourceType": "Bundle"}' for cid in request.care_contexts}
+        return {cid: BUNDLE for cid in request.care_contexts}
 
     app = webhooks.abdm_asgi(SECRET, client=client, on_data_fetch=on_data_fetch)
     data = server.abdm.data_request(["visit-1"], oid="oid-1")

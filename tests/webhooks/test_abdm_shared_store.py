@@ -6,6 +6,7 @@ other worker's delivery pushes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,12 +17,14 @@ import health_async as ha
 from health_async import webhooks
 from health_async.models import HealthDataRequest, ProfileShare
 from health_async.testing import FakeHealthServer, Fault
+from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import sign
 
 from .test_abdm_asgi import NO_WAIT, SECRET, call, envelope
 from .test_abdm_bounds import resigned
 
-BUNDLE = b'{"resourceType": "Bundle"}'
+#: The guide's own example: a valid document (pushes are validated before they leave).
+BUNDLE = json.dumps(example_document("OPConsultation")).encode()
 
 
 @pytest.fixture
