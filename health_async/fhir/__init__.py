@@ -49,6 +49,7 @@ from ._read import (
     PatientInfo,
     read,
 )
+from ._record import Record
 from ._types import NRCES_PROFILE_BASE, RecordType
 from ._validate import Problem, ValidationReport, validate
 
@@ -81,6 +82,7 @@ __all__ = [
     "Practitioner",
     "Problem",
     "Procedure",
+    "Record",
     "RecordType",
     "ValidationReport",
     "bundle_bytes",

@@ -23,6 +23,7 @@ from ..resources.abdm._guard import ConsentBook
 
 if TYPE_CHECKING:
     from .._client import HealthClient
+from .. import fhir
 from ..models.webhooks._events import EventKind, WebhookEvent
 from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
@@ -64,8 +65,9 @@ __all__ = [
     "abdm_handler",
 ]
 
-#: What ``on_data_fetch`` returns: the FHIR bundle of each care context asked for (a dict, or its JSON).
-Bundles: TypeAlias = Mapping[str, "dict[str, Any] | bytes | str"]
+#: What ``on_data_fetch`` returns: the FHIR bundle of each care context asked for (a dict, or its JSON), or its
+#: builder inputs (a :class:`~health_async.fhir.Record`, built by the push with the care context's id).
+Bundles: TypeAlias = Mapping[str, "dict[str, Any] | bytes | str | fhir.Record"]
 
 
 DataFetchCallback: TypeAlias = Callable[[HealthDataRequest], Awaitable[Bundles]]

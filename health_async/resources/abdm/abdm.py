@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import pybase64
 
-from ... import _json
+from ... import _json, fhir
 from ... import _routes as R
 from ..._abha_input import normalize_abha_address
 from ..._checks import checked
@@ -59,6 +59,17 @@ _KEY_LIFE: Final = dt.timedelta(hours=24)
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 #: How many errors a :class:`BundleInvalid` message names (all of them are in its ``problems``).
 _NAMED_ERRORS: Final = 10
+
+
+def _built(care_context_id: str, bundle: object) -> object:
+    """A :class:`~health_async.fhir.Record` built for its care context; anything else as given. The builder's
+    refusal (it names the field, never the value) is an :class:`InvalidRequest` naming the care context."""
+    if not isinstance(bundle, fhir.Record):
+        return bundle
+    try:
+        return bundle.build(care_context_id)
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"bundles[{care_context_id!r}]: {exc}") from None
 
 
 def _decoded(bundle: object, raw: bytes) -> dict[str, Any]:
@@ -267,7 +278,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
     async def push_health_data(
         self,
         request: HealthDataRequest,
-        bundles: Mapping[str, dict[str, Any] | bytes | str],
+        bundles: Mapping[str, dict[str, Any] | bytes | str | fhir.Record],
         *,
         consents: ConsentBook | None = None,
         now: dt.datetime | None = None,
@@ -277,7 +288,8 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
     ) -> PushResult:
         """``POST /abdm/v1/hip/care-context/data/on-fetch``: answer an HIU's data request (from an
         ``abha.hip_data_fetch`` webhook) with the FHIR bundle of each care context it asked for
-        (``bundles``: ``{care_context_id: bundle}``; a bundle is a ``dict`` or its JSON).
+        (``bundles``: ``{care_context_id: bundle}``; a bundle is a ``dict`` or its JSON, or builder inputs, a
+        :class:`~health_async.fhir.Record`, built here with the care context's id).
 
         Each bundle is encrypted to the HIU's key with ABDM's ECDH scheme and sent as **its own page**, under its
         own fresh key material (judgement call: all entries of a page share one key material, so one key and one
@@ -325,8 +337,9 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
             raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
         if consents is not None and not isinstance(consents, ConsentBook):
             raise InvalidArgumentType("consents must be a ConsentBook")
-        plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundles[cid]) for cid in asked if cid in bundles}
-        decoded = {cid: _decoded(bundles[cid], raw) for cid, raw in plain.items()}
+        given = {cid: _built(cid, bundles[cid]) for cid in asked if cid in bundles}
+        plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundle) for cid, bundle in given.items()}
+        decoded = {cid: _decoded(given[cid], raw) for cid, raw in plain.items()}
         refused = refusals(request, decoded, consents=consents, now=moment)
         order = [cid for cid in plain if cid not in refused]  # the request's order: plain was filled in it
         if validate:  # every bundle before the first page: a refusal sends nothing
