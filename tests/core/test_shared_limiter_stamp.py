@@ -43,8 +43,12 @@ async def slow_server() -> AsyncIterator[TestServer]:
 
     app = web.Application()
     app.router.add_get("/mr/api/v1/docs/{id}", describe)
-    async with TestServer(app, host="127.0.0.1") as server:
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
         yield server
+    finally:
+        await server.close()
 
 
 async def test_a_shared_limiter_alone_is_told_when_the_headers_left(slow_server: TestServer) -> None:
