@@ -150,8 +150,9 @@ class FakeHealthServer:
         # the fake plays ABDM's exchange after an approval: the HIPs push the records to the HIU's webhook
         self.abdm_consents.on_approved = self.abdm_hiu.answer_approval
         self.abdm_consents.on_status_changed = self.abdm_hiu.consent_changed
-        # ... and a consent request is in the patient's request inbox
+        # ... and a consent request is in the patient's request inbox, also one made by ABHA address alone
         self.abdm_requests.sources.append(self.abdm_consents.inbox_items)
+        self.abdm_consents.patient_of = self._patient_of
         self._domains: tuple[_domain.Domain, ...] = (
             self.records,
             self.storage,
@@ -267,6 +268,12 @@ class FakeHealthServer:
         self._static_failures = times
 
     # ------------------------------------------------------------------------------ machinery
+
+    def _patient_of(self, abha_address: str) -> str | None:
+        """The OID of the fake's ABHA account with this address (compared as the ABHA fake does: without case
+        or suffix), or ``None``."""
+        account = self.abha.accounts.get(abha_address.strip().lower().partition("@")[0])
+        return None if account is None else account.oid
 
     def _route(self, name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
