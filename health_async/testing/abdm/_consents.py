@@ -597,7 +597,9 @@ class FakeConsents(Domain):
     async def _forgot_init(self, request: web.Request, _body: None) -> dict[str, Any]:
         user = self._user(request)
         txn_id = self._uuid()
-        self._txns[txn_id] = {"user": user, "otp": f"{self._rng.randint(0, 999_999):06d}", "step": "otp", "wrong": 0}
+        otp = f"{self._rng.randint(0, 999_999):06d}"
+        self._txns[txn_id] = {"user": user, "otp": otp, "step": "otp", "wrong": 0}
+        self.server._otp_sent(otp, "consent PIN reset", "******3210")
         return {"txn_id": txn_id, "medium": "mobile", "otp_medium_value": "******3210", "expiry_in_minutes": 10}
 
     async def _forgot_verify(self, request: web.Request, body: dict[str, Any]) -> None:
