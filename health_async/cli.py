@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import _constants as C
 from ._aadhaar import mask_aadhaar
@@ -44,6 +44,9 @@ from ._cli.webhooks import commands as _webhooks_cli
 from ._client import HealthClient
 from ._version import __version__
 from .errors import HealthError, InvalidRequest
+
+if TYPE_CHECKING:
+    from .testing import FakeHealthServer
 
 __all__ = ["main"]
 
@@ -172,13 +175,65 @@ COMMANDS: dict[str, Command] = {
 # ------------------------------------------------------------------------ commands that need no account
 
 
-async def run_fake_server(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
-    """``fake-server``: serve the fake service until interrupted; print how to point a client at it."""
+#: ``fake-server --documents``: at most this many documents per user (they are all made at startup).
+MAX_FAKE_DOCUMENTS = 100_000
+
+
+def fake_documents(text: str) -> int:
+    """``fake-server --documents``: 1 to :data:`MAX_FAKE_DOCUMENTS`."""
+    number = positive_count(text)
+    if number > MAX_FAKE_DOCUMENTS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FAKE_DOCUMENTS}")
+    return number
+
+
+def _fake_banner(server: FakeHealthServer, webhook_url: str | None, show_otps: bool) -> str:
+    """What ``fake-server`` tells a person on stderr: what it accepts (it is a fake) and where things go."""
+    data = server.data
+    refused = ", ".join(f"{n} ({body['source_error']['code']})" for n, (_, body) in data.failing_aadhaar.items())
+    accounts = ", ".join(f"{a.abha_address} (mobile {a.mobile})" for a in server.abha.accounts.values())
+    where = "printed here as they are made, and" if show_otps else "not printed (--no-show-otps); they are"
+    hooks = (
+        f"signed webhooks (ABDM's and Scan & Share's) go to {webhook_url}"
+        if webhook_url is not None
+        else "no webhooks are sent: give --webhook-url URL and --webhook-secret (or HEALTH_ASYNC_WEBHOOK_SECRET)"
+    )
+    return (
+        f"fake-server: test Aadhaar numbers accepted: {', '.join(data.valid_aadhaar)}\n"
+        f"fake-server: test Aadhaar numbers refused upstream: {refused}\n"
+        f"fake-server: ABHA addresses held: {accounts}\n"
+        f"fake-server: the OTPs it sends (a fake: no SMS) are {where} listed by GET {server.url}/_fake/otps\n"
+        f"fake-server: {hooks}\n"
+    )
+
+
+async def run_fake_server(args: argparse.Namespace, *, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """``fake-server``: serve the fake service until interrupted; print how to point a client at it (stdout) and
+    what it accepts (stderr): its test Aadhaar numbers and ABHA addresses, where its OTPs and webhooks go."""
     from .testing import FakeHealthServer
 
-    stream = out or sys.stdout
-    async with FakeHealthServer(host=args.host, port=args.port, seed=args.seed) as server:
+    stream, diagnostics = out or sys.stdout, err or sys.stderr
+    webhook_url: str | None = getattr(args, "webhook_url", None)
+    secret = getattr(args, "webhook_secret", None) or os.environ.get(_webhooks_cli.ENV_WEBHOOK_SECRET)
+    if webhook_url is None and getattr(args, "webhook_secret", None):
+        raise ValueError("--webhook-secret needs --webhook-url (where the signed webhooks go)")
+    if webhook_url is not None and not secret:
+        raise ValueError(
+            f"--webhook-url needs the signing secret: --webhook-secret or {_webhooks_cli.ENV_WEBHOOK_SECRET}"
+        )
+    show_otps: bool = getattr(args, "show_otps", True)
+    server = FakeHealthServer(
+        host=args.host,
+        port=args.port,
+        seed=args.seed,
+        documents_per_user=getattr(args, "documents", 50),
+        show_otps=show_otps,
+    )
+    server.webhooks(webhook_url, secret)  # ValueError (exit 2) for a URL off loopback
+    async with server:
         data = server.data
+        diagnostics.write(_fake_banner(server, webhook_url, show_otps))
+        diagnostics.flush()
         stream.write(
             f"fake health service on {server.url} (Ctrl-C to stop)\n"
             f"export {C.ENV_BASE_URL}={server.url}\n"
@@ -272,6 +327,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=port, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fake data")
+    p.add_argument(
+        "--documents", type=fake_documents, default=50, metavar="N", help="documents of each user (default 50)"
+    )
+    p.add_argument(
+        "--webhook-url",
+        metavar="URL",
+        help="send the signed webhooks (ABDM's, Scan & Share's) to URL, http(s) on loopback, e.g. the "
+        "'webhooks serve' of another shell: http://127.0.0.1:8081/webhooks",
+    )
+    p.add_argument(
+        "--webhook-secret",
+        metavar="SECRET",
+        help="sign them with SECRET (env HEALTH_ASYNC_WEBHOOK_SECRET, the one 'webhooks serve' reads; prefer the "
+        "environment)",
+    )
+    p.add_argument(
+        "--show-otps",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="print each OTP the fake sends to stderr as it is made (default on; also GET /_fake/otps)",
+    )
 
     p = sub.add_parser(
         "demo",

@@ -46,6 +46,10 @@ class Server(Protocol):
         """The answer of a fault injected on ``route`` that fires now, or None."""
         ...
 
+    def _otp_sent(self, otp: str, purpose: str, mobile: str | None = None) -> None:
+        """The fake "sent" ``otp`` for ``purpose`` (to ``mobile``): what shows it to a person trying the fake."""
+        ...
+
 
 class Domain:
     """One part of the fake service (records lifecycle, presigned storage, ABHA, patients).

@@ -7,6 +7,7 @@ import base64
 import binascii
 import hashlib
 import random
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -32,6 +33,8 @@ from .patients import _directory as _patients
 from .records import _results as _records
 from .records import _storage
 from .webhooks import _subscriptions
+from .webhooks._domain import WebhookDomain
+from .webhooks._send import WebhookSecret
 
 __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 
@@ -40,6 +43,8 @@ __all__ = ["ROUTES", "FakeHealthServer", "Fault", "RecordedRequest"]
 CORE_ROUTES: Final = ("login", "refresh", "describe", "list", "upload", "aadhaar_init", "profile")
 UPLOAD_TASKS: Final = frozenset({"smart", "pii", "classification"})
 MAX_UPLOAD: Final = 10 * 1024 * 1024  # service-facts.md: the live direct upload is limited to 10 MB a file
+#: The fake's own debug route (not the service's; no token, not in :data:`ROUTES`): the OTPs it "sent".
+OTPS_PATH: Final = "/_fake/otps"
 
 #: Route names usable with :meth:`FakeHealthServer.inject` (``"*"`` means every route).
 ROUTES: Final = (
@@ -96,6 +101,11 @@ class FakeHealthServer:
     required, enum of that one value; the live service may answer protobuf); refresh-token answers 401 without
     ``Authorization: Bearer ...`` and 400 without ``Client-Id`` (authorization.yml requires both); faults apply
     before the token check, as a gateway's would; an upload without ``X-Pt-Id`` is stored for the first seeded user.
+
+    OTPs: every OTP the fake "sends" (ABHA registration, login and KYC, a consent PIN reset, a discovered care
+    context's link) is kept in :attr:`otps`, answered by ``GET /_fake/otps`` (the fake's own debug route: no token,
+    not in :data:`ROUTES`), and, with ``show_otps=True`` (off by default; on in ``health-async fake-server``), printed
+    to stderr as it is made: ``fake OTP for <what>, mobile ******1234: 123456``.
     """
 
     def __init__(
@@ -114,6 +124,7 @@ class FakeHealthServer:
         page_size: int = 20,
         encrypt_responses: bool = False,
         record: bool = True,
+        show_otps: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.token, self.client_id, self.client_secret = token, client_id, client_secret
@@ -125,6 +136,11 @@ class FakeHealthServer:
         self.record = record
         #: Every request received, in order (when ``record`` is true).
         self.requests: list[RecordedRequest] = []
+        #: Print each OTP the fake "sends" to stderr as it is made (see the class docstring).
+        self.show_otps = show_otps
+        #: Every OTP the fake "sent", oldest first: ``{"purpose", "to", "otp"}`` (``to``: the masked mobile, or
+        #: ``None``); what ``GET /_fake/otps`` answers. Cleared by :meth:`reset`.
+        self.otps: list[dict[str, str | None]] = []
         self._counts: dict[str, int] = dict.fromkeys(ROUTES, 0)
         self._faults: dict[str, list[Fault]] = {}
         self._rng = random.Random(seed)
@@ -150,8 +166,9 @@ class FakeHealthServer:
         # the fake plays ABDM's exchange after an approval: the HIPs push the records to the HIU's webhook
         self.abdm_consents.on_approved = self.abdm_hiu.answer_approval
         self.abdm_consents.on_status_changed = self.abdm_hiu.consent_changed
-        # ... and a consent request is in the patient's request inbox
+        # ... and a consent request is in the patient's request inbox, also one made by ABHA address alone
         self.abdm_requests.sources.append(self.abdm_consents.inbox_items)
+        self.abdm_consents.patient_of = self._patient_of
         self._domains: tuple[_domain.Domain, ...] = (
             self.records,
             self.storage,
@@ -191,6 +208,7 @@ class FakeHealthServer:
         app.router.add_post(R.UPLOAD, route("upload", self._upload))
         app.router.add_post(R.AADHAAR_INIT, route("aadhaar_init", self._aadhaar_init))
         app.router.add_get(R.EMR_USER, route("profile", self._profile))
+        app.router.add_get(OTPS_PATH, self._otps)
         for domain in self._domains:
             domain.add_routes(app)
         return app
@@ -246,6 +264,15 @@ class FakeHealthServer:
         else:
             self._faults.pop(route, None)
 
+    def webhooks(self, url: str | None, secret: WebhookSecret | None = None) -> None:
+        """Send the webhooks of every domain that sends them (ABDM's: links, data requests, consent updates, a
+        patient's search, the HIU's pushes; Scan & Share's profile shares) to ``url``, signed with ``secret``, as
+        ``server.abdm.webhooks(url, secret)`` does for one domain; ``None`` unregisters. ``ValueError`` as there
+        (a URL off loopback, no secret). :meth:`reset` unregisters."""
+        for domain in self._domains:
+            if isinstance(domain, WebhookDomain):
+                domain.webhooks(url, secret)
+
     def calls(self, route: str) -> int:
         """How many requests ``route`` received (counted even when recording is off)."""
         return self._counts[route]
@@ -253,6 +280,7 @@ class FakeHealthServer:
     def reset(self) -> None:
         """Forget the recorded requests and counts, and remove every fault."""
         self.requests.clear()
+        self.otps.clear()
         self._counts = dict.fromkeys(ROUTES, 0)
         self._faults.clear()
         for domain in self._domains:
@@ -267,6 +295,25 @@ class FakeHealthServer:
         self._static_failures = times
 
     # ------------------------------------------------------------------------------ machinery
+
+    def _otp_sent(self, otp: str, purpose: str, mobile: str | None = None) -> None:
+        """The fake "sent" ``otp`` for ``purpose`` (to ``mobile``, shown masked): kept in :attr:`otps`, and printed
+        to stderr with ``show_otps``."""
+        to = None if not mobile else "mobile ******" + mobile[-4:]
+        self.otps.append({"purpose": purpose, "to": to, "otp": otp})
+        if self.show_otps:
+            sys.stderr.write(f"fake OTP for {purpose}{'' if to is None else ', ' + to}: {otp}\n")
+            sys.stderr.flush()
+
+    async def _otps(self, _request: web.Request) -> web.StreamResponse:
+        """``GET /_fake/otps``: :attr:`otps` as ``{"otps": [...]}`` (the fake's debug route)."""
+        return web.json_response({"otps": self.otps})
+
+    def _patient_of(self, abha_address: str) -> str | None:
+        """The OID of the fake's ABHA account with this address (compared as the ABHA fake does: without case
+        or suffix), or ``None``."""
+        account = self.abha.accounts.get(abha_address.strip().lower().partition("@")[0])
+        return None if account is None else account.oid
 
     def _route(self, name: str, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:

@@ -76,7 +76,9 @@ class WebhookEvent:
 
     #: Event name as sent (``rec.uploaded``, ``rec.srp``, ``rec.pii``, ``rec.classification``, or another).
     event: str
-    #: Parsing state (``data.status``); ``None`` when the event carries none (``rec.uploaded``).
+    #: Parsing state (``data.status`` of a records event); ``None`` when the event carries none (``rec.uploaded``)
+    #: and for every ABDM event (:attr:`is_abdm`), whose own ``data.status`` (a link's, a consent's) is not a
+    #: parsing state: it is read, typed, by :meth:`payload` (:attr:`data` holds it as sent).
     status: ParsingStatus | None = None
     #: The document concerned (``data.document_id``).
     document_id: str | None = None
@@ -176,11 +178,14 @@ def _event(payload: dict[str, Any], *, signed_at: dt.datetime | None) -> Webhook
     if type(data) is not dict:
         data = {}
     status = data.get("status")
+    service = _id(payload.get("service"))
+    if name.startswith("abha.") or service == "abdm":  # WebhookEvent.is_abdm: a link's or consent's status, not parsing
+        status = None
     return WebhookEvent(
         event=name,
         status=ParsingStatus.from_wire(status) if type(status) is str else None,
         document_id=_id(data.get("document_id")),
-        service=_id(payload.get("service")),
+        service=service,
         event_time=_time(payload.get("event_time")),
         timestamp=_time(payload.get("timestamp")),
         signed_at=signed_at,

@@ -14,8 +14,11 @@ or ``None``), ``abha_address``, ``hip_ids``, ``hi_types``, ``purpose``, ``period
 ``GRANTED`` on approve, ``DENIED`` on deny, ``REVOKED`` once every artefact is revoked) and ``artefacts`` (one per
 HIP approved: ``artefact_id``, ``hip_id``, ``care_contexts``, ``hi_types``, ``status`` ``GRANTED`` / ``REVOKED``).
 Tests seed consents with :meth:`FakeConsents.add_request`; ``create`` adds one too (its ``consent_init_id`` is also
-its consent id here). The PIN (:attr:`FakeConsents.pins`, user -> PIN) and the auto-approval policy
-(:attr:`FakeConsents.auto_approval`) are per user.
+its consent id here), for the patient its body's ``patient.oid`` names, else the one :attr:`FakeConsents.patient_of`
+finds for its ``patient.health_id`` (the server wires it to the fake's ABHA accounts), so a consent an HIU creates
+reaches that patient's request inbox (:meth:`FakeConsents.inbox_items`; ``purpose.code`` is ABDM's code of the
+purpose, :data:`PURPOSE_CODES`; ``requester.name`` the one the HIU sent). The PIN (:attr:`FakeConsents.pins`, user
+-> PIN) and the auto-approval policy (:attr:`FakeConsents.auto_approval`) are per user.
 
 The user acting is the ``oid`` query parameter (or form field, for the PATCH), else ``X-Pt-Id``: 400 ``ABDM-1032``
 without either (but for ``create``, ``list`` and ``details``, the HIU's calls, which need none).
@@ -60,7 +63,7 @@ from .._refusals import Refusal, bad_body, json_route, no_txn, otp_lock
 if TYPE_CHECKING:
     from .._domain import Server
 
-__all__ = ["HI_TYPES", "PURPOSES", "ROUTES", "FakeConsents"]
+__all__ = ["HI_TYPES", "PURPOSES", "PURPOSE_CODES", "ROUTES", "FakeConsents"]
 
 _TABLE: Final[dict[str, tuple[str, str]]] = {
     "consents_create": ("POST", R.CONSENTS_CREATE),
@@ -94,8 +97,15 @@ HI_TYPES: Final = frozenset(
         "Invoice",
     }
 )
-#: registration.yml: the ``purpose`` enum of ``ConsentCreateConsentRequest``.
-PURPOSES: Final = frozenset({"Self Requested", "Care management", "Public Health", "Disease Specific Health Research"})
+#: registration.yml: the ``purpose`` enum of ``ConsentCreateConsentRequest``, each with the ABDM purpose code a
+#: request inbox shows it with (``CommonsPurpose.code``; registration.yml documents no values: ABDM's own codes).
+PURPOSE_CODES: Final = {
+    "Self Requested": "PATRQT",
+    "Care management": "CAREMGT",
+    "Public Health": "PUBHLTH",
+    "Disease Specific Health Research": "DSRCH",
+}
+PURPOSES: Final = frozenset(PURPOSE_CODES)
 _SCOPE_APPROVE: Final = "consentrequest.approve"
 _SCOPE_REVOKE: Final = "consent.revoke"
 _PIN: Final = re.compile(r"[0-9]{4}")
@@ -161,6 +171,10 @@ class FakeConsents(Domain):
         #: ``REVOKED``; the artefacts it changed). The server wires it to the fake HIU's ``abha.consent_update``
         #: webhook. ``None``: nothing is called. Not cleared by ``reset``.
         self.on_status_changed: ApprovedHook | None = None
+        #: The patient (OID) of an ABHA address, or ``None`` when the fake knows no such patient: who a consent an
+        #: HIU creates without ``patient.oid`` is for. The server wires it to its ABHA accounts. ``None``: such a
+        #: consent is for no known patient (in no inbox). Not cleared by ``reset``.
+        self.patient_of: Callable[[str], str | None] | None = None
         self._wrong_pins: dict[str, int] = {}
         self._authorised: dict[str, set[str]] = {}
         self._txns: dict[str, dict[str, Any]] = {}
@@ -251,8 +265,8 @@ class FakeConsents(Domain):
                         }
                         for hip in hips
                     ],
-                    "purpose": {"code": "CAREMGT", "text": consent["purpose"]},
-                    "requester": {"name": "Dr Fake"},
+                    "purpose": {"code": PURPOSE_CODES[consent["purpose"]], "text": consent["purpose"]},
+                    "requester": {"name": consent.get("requester") or "Dr Fake"},
                 }
             )
         return items
@@ -367,15 +381,20 @@ class FakeConsents(Domain):
         hip = body.get("hip_identifier")
         hip_ids = [hip["id"]] if isinstance(hip, dict) and isinstance(hip.get("id"), str) else []
         hiu = _object(body, "hiu")
+        oid = patient.get("oid") if isinstance(patient.get("oid"), str) and patient["oid"] else None
+        if oid is None and self.patient_of is not None:
+            oid = self.patient_of(patient["health_id"])
+        requester = _object(hiu, "requester").get("name")
         consent_id = self._add(
             self._uuid(),
-            patient=patient.get("oid") if isinstance(patient.get("oid"), str) else None,
+            patient=oid,
             abha_address=patient["health_id"],
             hip_ids=hip_ids,
             hi_types=types,
             purpose=body["purpose"],
             period={k: period[k] for k in ("from", "to", "expiry")},
             hiu={"clinic_id": hiu.get("clinic_id"), "d_oid": hiu.get("d_oid")},
+            requester=requester if isinstance(requester, str) and requester else None,
         )
         return {"consent_init_id": consent_id}
 
@@ -578,7 +597,9 @@ class FakeConsents(Domain):
     async def _forgot_init(self, request: web.Request, _body: None) -> dict[str, Any]:
         user = self._user(request)
         txn_id = self._uuid()
-        self._txns[txn_id] = {"user": user, "otp": f"{self._rng.randint(0, 999_999):06d}", "step": "otp", "wrong": 0}
+        otp = f"{self._rng.randint(0, 999_999):06d}"
+        self._txns[txn_id] = {"user": user, "otp": otp, "step": "otp", "wrong": 0}
+        self.server._otp_sent(otp, "consent PIN reset", "******3210")
         return {"txn_id": txn_id, "medium": "mobile", "otp_medium_value": "******3210", "expiry_in_minutes": 10}
 
     async def _forgot_verify(self, request: web.Request, body: dict[str, Any]) -> None:

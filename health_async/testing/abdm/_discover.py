@@ -298,6 +298,7 @@ class FakeDiscover(Domain):
             care_context_id=cc_id,
             otp=f"{self._rng.randint(0, 999_999):06d}",
         )
+        self.server._otp_sent(link.otp, f"a care context link at {discovery.hip_id}")
         discovery.link_txn = self._new_txn(link)
         return {"txn_id": discovery.link_txn}
 

@@ -8,7 +8,9 @@ Written from ``registration.yml`` (``LinkCareContextLinkingRequest``, ``RecordsR
 
 Routes (names for ``server.inject`` and ``server.calls``): ``care_contexts_link`` (202, then one
 ``abha.link_care_context`` webhook per care context when webhooks are registered; a linked care context is listed
-with status ``null``: the consent states that follow are not simulated), ``care_contexts_linked`` (``hip_id``
+once its webhook was sent (delivered or given up; at once when no webhooks are registered), with status ``null``:
+``RecordsCareContext`` has no "linked" status, and the consent states that follow are not simulated),
+``care_contexts_linked`` (``hip_id``
 required: 400 without; every link whose OID, or patient, is the ``oid`` query, else the ``X-Pt-Id`` header),
 ``care_contexts_notify`` (202; 400 unless 10 digits), ``hip_data_push`` (202; every page kept).
 
@@ -118,6 +120,10 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
 def _error(message: str, status: int = 400) -> web.Response:
     """``GenericError`` of registration.yml: ``{"code", "error"}``."""
     return web.json_response({"code": status, "error": message}, status=status)
@@ -199,6 +205,7 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
                     "data": bundle,
                     "oid": oid,
                     "hip_id": hip,
+                    "listed_at": None,  # set once its webhook was sent (at once without webhooks): then listed
                 }
             )
         held = self.links.setdefault(patient, {})
@@ -236,7 +243,10 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
                 )
                 for cid, error in results
             ]
-            self._spawn(self._deliver_all(target, events))
+            self._spawn(self._deliver_all(target, events, held))
+        else:
+            for link in checked:  # no webhook to wait for: listed at once
+                link["listed_at"] = _now()
         return web.Response(status=202)
 
     async def _linked(self, request: web.Request, rec: RecordedRequest) -> web.StreamResponse:  # noqa: ARG002
@@ -246,6 +256,8 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         found: dict[str, dict[str, Any]] = {}
         for patient, held in self.links.items():
             for cid, link in held.items():
+                if "listed_at" in link and link["listed_at"] is None:  # its link webhook not sent yet
+                    continue
                 if oid and (link.get("oid") == oid or patient == oid):  # the key: a link a test put in links
                     found.setdefault(cid, link)
         items = [
@@ -312,9 +324,14 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         """Run ``work`` as a background task of this domain: awaited by :meth:`flush`, cancelled on close."""
         self._spawn(work)
 
-    async def _deliver_all(self, target: Target, events: list[dict[str, Any]]) -> None:
+    async def _deliver_all(
+        self, target: Target, events: list[dict[str, Any]], held: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         for event in events:
             await self._deliver(target, event)
+            link = None if held is None else held.get(event["data"]["care_context_id"])
+            if link is not None and link.get("listed_at") is None:  # its webhook sent: now listed as linked
+                link["listed_at"] = _now()
 
     async def _deliver(self, target: Target, event: dict[str, Any]) -> Outcome:
         """Send ``event`` as the service does (:func:`~._webhooks.deliver`), each attempt recorded in

@@ -156,8 +156,17 @@ class FakeAbhaKyc(Domain):
         self._txns[txn_id] = txn
         return txn_id
 
-    def _otp(self) -> str:
-        return f"{self._rng.randint(0, 999_999):06d}"
+    def _otp(self, purpose: str, mobile: str | None) -> str:
+        otp = f"{self._rng.randint(0, 999_999):06d}"
+        self.server._otp_sent(otp, purpose, mobile)  # shown to a person trying the fake
+        return otp
+
+    def _kyc_mobile(self, aadhaar: str | None, abha_number: str | None) -> str | None:
+        """Where a KYC's OTP goes: the Aadhaar-linked mobile, else the ABHA number's account's."""
+        if aadhaar is not None:
+            return self._abha.linked_mobile(aadhaar)
+        owner = next((a for a in self._abha.accounts.values() if a.abha_number == abha_number), None)
+        return None if owner is None else owner.mobile
 
     def _txn(self, body: dict[str, Any], kind: str) -> tuple[str, _Txn]:
         txn_id = body.get("txn_id")
@@ -204,7 +213,7 @@ class FakeAbhaKyc(Domain):
             txn = _Txn(
                 kind="kyc",
                 step="otp",
-                otp=self._otp(),
+                otp=self._otp("ABHA KYC", abha.linked_mobile(identifier)),
                 mismatch_code="MIS-1013",
                 oid=account.oid,
                 aadhaar=identifier,
@@ -219,7 +228,7 @@ class FakeAbhaKyc(Domain):
             txn = _Txn(
                 kind="kyc",
                 step="otp",
-                otp=self._otp(),
+                otp=self._otp("ABHA KYC", owner.mobile),
                 mismatch_code="ABDM-1035",
                 oid=account.oid,
                 aadhaar=owner.aadhaar,
@@ -233,7 +242,7 @@ class FakeAbhaKyc(Domain):
             txn.step = "locked"
             raise otp_lock()
         txn.sends += 1
-        txn.otp = self._otp()
+        txn.otp = self._otp("ABHA KYC", self._kyc_mobile(txn.aadhaar, txn.abha_number))
 
     def _kyc_resend(self, _request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
         txn_id, txn = self._txn(body, "kyc")
@@ -260,7 +269,8 @@ class FakeAbhaKyc(Domain):
         account = self._abha.accounts.get(_key(address))
         if account is None:
             raise Refusal(400, "No records found against the ABHA Address", "ABDM-1012")
-        txn = _Txn(kind="session", step="otp", otp=self._otp(), mismatch_code="ABDM-1035", oid=account.oid)
+        otp = self._otp("ABHA user session", account.mobile)
+        txn = _Txn(kind="session", step="otp", otp=otp, mismatch_code="ABDM-1035", oid=account.oid)
         return {"txn_id": self._new_txn(txn)}
 
     def _session_verify(self, _request: web.Request, body: dict[str, Any]) -> dict[str, Any]:

@@ -103,6 +103,10 @@ class _Txn:
     login_address: str | None = None
 
 
+#: What each kind of transaction's OTP is for (as the fake shows it: ``FakeHealthServer(show_otps=True)``).
+_PURPOSES: Final = {"aadhaar": "ABHA registration", "mobile": "ABHA registration", "login": "ABHA login"}
+
+
 def _body_only(handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[web.Request, Any], Any]:
     """A handler of the body alone, as :func:`~._refusals.json_route` calls one (with the request too)."""
     return lambda _request, body: handler(body)
@@ -230,8 +234,10 @@ class FakeAbha(Domain):
             "date_of_birth": dt.date(1960 + digest[3] % 45, 1 + digest[4] % 12, 1 + digest[5] % 28),
         }
 
-    def _otp(self) -> str:
-        return f"{self._rng.randint(0, 999_999):06d}"
+    def _otp(self, kind: str, mobile: str | None) -> str:
+        otp = f"{self._rng.randint(0, 999_999):06d}"
+        self.server._otp_sent(otp, _PURPOSES.get(kind, "ABHA"), mobile)  # shown to a person trying the fake
+        return otp
 
     def start_aadhaar(self, aadhaar: str) -> str:
         """Start an Aadhaar registration (called by the server's ``aadhaar_init`` route); the new txn id."""
@@ -239,7 +245,7 @@ class FakeAbha(Domain):
         self._txns[txn_id] = _Txn(
             kind="aadhaar",
             step="otp",
-            otp=self._otp(),
+            otp=self._otp("aadhaar", self.linked_mobile(aadhaar)),
             mismatch_code="MIS-1013",
             aadhaar=aadhaar,
             mobile=self.linked_mobile(aadhaar),
@@ -270,10 +276,11 @@ class FakeAbha(Domain):
             txn.step = "locked"
             raise otp_lock()
         txn.sends += 1
-        txn.otp = self._otp()
+        txn.otp = self._otp(txn.kind, txn.mobile)
 
     def _new_otp_step(self, txn: _Txn, step: str, mismatch_code: str) -> None:
-        txn.step, txn.otp, txn.sends, txn.wrong, txn.mismatch_code = step, self._otp(), 1, 0, mismatch_code
+        txn.step, txn.otp, txn.sends, txn.wrong = step, self._otp(txn.kind, txn.mobile), 1, 0
+        txn.mismatch_code = mismatch_code
 
     def _check_blocked(self, *identifiers: str | None) -> None:
         if any(i is not None and i in self._blocked for i in identifiers):
@@ -480,7 +487,7 @@ class FakeAbha(Domain):
         if not isinstance(mobile, str) or len(mobile) != 10 or not mobile.isdigit():
             raise Refusal(400, "Invalid Mobile Email", "ABDM-1014")
         self._check_blocked(mobile)
-        txn = _Txn(kind="mobile", step="otp", otp=self._otp(), mismatch_code="ABDM-1035", mobile=mobile)
+        txn = _Txn(kind="mobile", step="otp", otp=self._otp("mobile", mobile), mismatch_code="ABDM-1035", mobile=mobile)
         txn_id = self._new_txn(txn)
         return {"hint": f"OTP sent successfully to your mobile number {_mask(mobile)}", "txn_id": txn_id}
 
@@ -591,7 +598,7 @@ class FakeAbha(Domain):
         txn = _Txn(
             kind="login",
             step="otp",
-            otp=self._otp(),
+            otp=self._otp("login", mobile),
             mismatch_code="MIS-1013" if system == "aadhaar" else "ABDM-1035",
             aadhaar=aadhaar,
             mobile=mobile,
