@@ -29,6 +29,7 @@ from ._cli._output import (
     emit,
     error_json,
     in_flight,
+    make_client,
     open_input,
     port,
     positive_count,
@@ -53,22 +54,6 @@ __all__ = ["main"]
 _DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli, _abdm_cli, _webhooks_cli, _fhir_cli)
 
 # ------------------------------------------------------------------------ commands
-
-
-def make_client(args: argparse.Namespace) -> HealthClient:
-    """A client from the flags, falling back to the environment."""
-    overrides: dict[str, Any] = {}
-    for name in ("base_url", "token", "client_id", "user_id", "key_id"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    for name in ("timeout", "rate_limit", "max_connections"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "insecure_http", False):
-        overrides["allow_insecure_http"] = True
-    return HealthClient.from_env(**overrides)
 
 
 async def cmd_describe(client: HealthClient, args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import attrs
 
 from .. import _json
 from .._bulk import BulkStream
+from .._client import HealthClient
 from .._items import MAX_ID_LENGTH, error_json, outcome_unknown, read_lines
 from .._plain import document_json, unstructure
 from .._progress import Progress
@@ -284,3 +285,31 @@ async def drain(
         progress.close()
         tally.summary(interrupted=interrupted)
     return 1 if tally.failed or tally.unknown else 0
+
+
+#: The connection flags (``common``), as ``HealthClient.from_env`` keywords.
+CONNECTION_FLAGS: Final = (
+    "base_url",
+    "token",
+    "client_id",
+    "user_id",
+    "key_id",
+    "timeout",
+    "rate_limit",
+    "max_connections",
+)
+
+
+def client_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``HealthClient.from_env`` keywords the connection flags given set (the environment fills the rest)."""
+    overrides: dict[str, Any] = {
+        name: getattr(args, name) for name in CONNECTION_FLAGS if getattr(args, name, None) is not None
+    }
+    if getattr(args, "insecure_http", False):
+        overrides["allow_insecure_http"] = True
+    return overrides
+
+
+def make_client(args: argparse.Namespace) -> HealthClient:
+    """A client from the connection flags, falling back to the environment: the one every command uses."""
+    return HealthClient.from_env(**client_overrides(args))

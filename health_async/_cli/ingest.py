@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import InvalidRequest
-from ._output import Command, in_flight, positive_number, write_json
+from ._output import Command, client_overrides, in_flight, positive_number, write_json
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -41,8 +41,6 @@ __all__ = ["NO_CLIENT", "EnvClientFactory", "add_commands"]
 
 #: Commands of this module that run without a HealthClient built by ``cli.run`` (they get ``None``).
 NO_CLIENT: frozenset[str] = frozenset({"ingest"})
-
-_CONNECTION_FLAGS = ("base_url", "token", "client_id", "user_id", "key_id", "timeout")
 
 
 class EnvClientFactory:
@@ -63,13 +61,8 @@ class EnvClientFactory:
 
 
 def _factory(args: argparse.Namespace) -> EnvClientFactory:
-    overrides: dict[str, Any] = {}
-    for name in _CONNECTION_FLAGS:
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "insecure_http", False):
-        overrides["allow_insecure_http"] = True
+    overrides = client_overrides(args)
+    overrides.pop("rate_limit", None)  # the job's rate (below), one for every client of the run, not each client's
     # enough connections for the workers (the client's default pool may be smaller than --concurrency);
     # --rate-limit is the job's (one rate for every client of the run), not each client's
     overrides["max_connections"] = getattr(args, "max_connections", None) or max(args.concurrency, 1)

@@ -76,6 +76,16 @@ _GROUPS: Final = {
     for owner, table in _ELEMENTS.items()
 }
 _SNOMED_TO_RECORD: Final = {c.code: c.record_type for c in _rules.COMPOSITION_TYPES if c.code}
+#: Each element of each type as the walk needs it, worked out once: (first type, its primitive JSON kind or None,
+#: repeats, choice group).
+_FAST: Final = {
+    owner: {
+        name: (spec[0][0], _PRIMITIVES[spec[0][0]][0] if spec[0][0] in _PRIMITIVES else None, spec[2], spec[3])
+        for name, spec in table.items()
+    }
+    for owner, table in _ELEMENTS.items()
+}
+_NO_REQUIRED: Final[tuple[str, ...]] = ()
 
 
 class _Walk:
@@ -108,9 +118,10 @@ class _Walk:
 
     def complex(self, obj: dict[str, Any], type_name: str, path: str) -> None:
         table = _ELEMENTS[type_name]
+        fast = _FAST[type_name]
         groups: set[str] | None = None
         for key, value in obj.items():
-            spec = table.get(key)
+            spec = fast.get(key)
             if spec is None:
                 if key == "resourceType" and type_name in _r4.RESOURCES:
                     continue
@@ -119,14 +130,13 @@ class _Walk:
                     continue
                 self.error(f"{path}.{key}", "structure.unknown-element", f"not an element of {type_name}")
                 continue
-            types, _minimum, many, group = spec
+            child, kind, many, group = spec
             if group:
                 if groups is None:
                     groups = set()
                 if group in groups:
                     self.error(f"{path}.{key}", "structure.choice", f"{group}[x] holds more than one type")
                 groups.add(group)
-            child = types[0]
             if many:
                 if type(value) is not list:
                     self.error(f"{path}.{key}", "structure.cardinality", f"{key} repeats: expected an array")
@@ -134,12 +144,21 @@ class _Walk:
                 if not value:
                     self.error(f"{path}.{key}", "structure.empty", "an array must not be empty")
                 for i, item in enumerate(value):
-                    self.value(item, child, f"{path}.{key}[{i}]")
+                    if kind is None:
+                        self.value(item, child, f"{path}.{key}[{i}]")
+                    else:  # the path is only spelt out for a problem: most values have none
+                        found = _primitive_problem(item, child, kind)
+                        if found is not None:
+                            self.error(f"{path}.{key}[{i}]", *found)
             elif type(value) is list:
                 self.error(f"{path}.{key}", "structure.cardinality", f"{key} is 0..1: expected a single value")
-            else:
+            elif kind is None:
                 self.value(value, child, f"{path}.{key}")
-        for name in _r4.REQUIRED.get(type_name, ()):
+            else:
+                found = _primitive_problem(value, child, kind)
+                if found is not None:
+                    self.error(f"{path}.{key}", *found)
+        for name in _r4.REQUIRED.get(type_name, _NO_REQUIRED):
             if name in obj or f"_{name}" in obj:
                 continue
             members = _GROUPS[type_name].get(name)
@@ -164,24 +183,9 @@ class _Walk:
             self.error(path, "structure.type", f"expected an object of type {type_name}")
 
     def primitive(self, value: Any, type_name: str, kind: str, path: str) -> None:
-        tv = type(value)
-        if kind == "string":
-            if tv is not str:
-                self.error(path, "structure.type", f"expected a JSON string ({type_name})")
-                return
-            rx = _REGEX.get(type_name)
-            if rx is not None and rx.fullmatch(value) is None:
-                self.error(path, "structure.format", f"not a valid {type_name}")
-        elif kind == "boolean":
-            if tv is not bool:
-                self.error(path, "structure.type", "expected a JSON boolean")
-        elif kind == "integer":
-            if tv is not int:
-                self.error(path, "structure.type", f"expected a JSON integer ({type_name})")
-            elif (type_name == "positiveInt" and value < 1) or (type_name == "unsignedInt" and value < 0):
-                self.error(path, "structure.format", f"not a valid {type_name}")
-        elif tv is not int and tv is not float:
-            self.error(path, "structure.type", f"expected a JSON number ({type_name})")
+        found = _primitive_problem(value, type_name, kind)
+        if found is not None:
+            self.error(path, *found)
 
     def primitive_extension(self, value: Any, path: str, many: bool) -> None:
         items = value if many and type(value) is list else [value]
@@ -192,6 +196,28 @@ class _Walk:
                 self.error(path if not many else f"{path}[{i}]", "structure.type", "expected an object (Element)")
             else:
                 self.complex(item, "Element", path if not many else f"{path}[{i}]")
+
+
+def _primitive_problem(value: Any, type_name: str, kind: str) -> tuple[str, str] | None:
+    """``(rule, message)`` when ``value`` is not a valid ``type_name`` (of JSON ``kind``), else ``None``."""
+    tv = type(value)
+    if kind == "string":
+        if tv is not str:
+            return "structure.type", f"expected a JSON string ({type_name})"
+        rx = _REGEX.get(type_name)
+        if rx is not None and rx.fullmatch(value) is None:
+            return "structure.format", f"not a valid {type_name}"
+    elif kind == "boolean":
+        if tv is not bool:
+            return "structure.type", "expected a JSON boolean"
+    elif kind == "integer":
+        if tv is not int:
+            return "structure.type", f"expected a JSON integer ({type_name})"
+        if (type_name == "positiveInt" and value < 1) or (type_name == "unsignedInt" and value < 0):
+            return "structure.format", f"not a valid {type_name}"
+    elif tv is not int and tv is not float:
+        return "structure.type", f"expected a JSON number ({type_name})"
+    return None
 
 
 def _load(bundle: Any) -> tuple[Any, Problem | None]:

@@ -31,8 +31,8 @@ Personal data on the command line: ``from-result``'s ``--patient-name`` and ``--
 
 How ``from-result`` gets its client (as ``webhooks``'s account subcommands): ``cli.run`` decides per command
 whether to build one, and ``fhir`` is in :data:`NO_CLIENT` because ``validate`` and ``show`` work offline without
-any account; ``from-result`` builds its own from the same connection flags and environment (:func:`_make_client`,
-mirroring ``cli.make_client``, which this module cannot import: ``cli`` imports it).
+any account; ``from-result`` builds its own from the same connection flags and environment
+(:func:`~health_async._cli._output.make_client`, the one every command uses).
 """
 
 from __future__ import annotations
@@ -49,9 +49,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ... import _json, fhir
-from ..._client import HealthClient
 from ...models import ProcessingResult, ProcessingStatus
-from .._output import Command, InputError, display_path, emit, open_input, write_json
+from .._output import Command, InputError, display_path, emit, make_client, open_input, write_json
 
 __all__ = ["NO_CLIENT", "add_commands", "build_lab_bundle", "record_json", "summary_lines"]
 
@@ -380,19 +379,6 @@ def build_lab_bundle(
     return bundle
 
 
-def _make_client(args: argparse.Namespace) -> HealthClient:
-    """A client from the connection flags, falling back to the environment (as ``cli.make_client``)."""
-    overrides: dict[str, Any] = {}
-    names = ("base_url", "token", "client_id", "user_id", "key_id", "timeout", "rate_limit", "max_connections")
-    for name in names:
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "insecure_http", False):
-        overrides["allow_insecure_http"] = True
-    return HealthClient.from_env(**overrides)
-
-
 def _write_private(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a temporary file beside it, then ``os.replace``), mode 0600:
     :func:`tempfile.mkstemp` creates the file readable and writable by its owner only before anything is written,
@@ -429,7 +415,7 @@ async def cmd_from_result(args: argparse.Namespace) -> int:
     original: bytes | None = None
     if args.original is not None:
         original = _read_all(args.original)  # a missing file: bad usage (exit 2), before anything is sent
-    async with _make_client(args) as client:
+    async with make_client(args) as client:
         if args.wait:
             result = await client.documents.wait_for_result(args.document_id, timeout=args.wait_timeout)
         else:

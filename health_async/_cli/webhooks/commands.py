@@ -84,11 +84,10 @@ How the subscription commands get their client (judgement call): ``cli.run`` dec
 build a client (:data:`NO_CLIENT`), and ``webhooks`` must stay in it: ``serve`` is used without any account
 (against the fake service, before credentials exist) and must not fail for want of a token. Rather than teach
 ``cli.run`` a per-subcommand rule that every domain module would then have to follow, the three account
-subcommands (and ``serve --discover-from``, which answers by calls) build their own client here
-(:func:`_make_client`), from the same connection flags (``--base-url``, ``--token``, ... added to them and to
-``serve``) and the same ``HEALTH_ASYNC_*`` environment, as ``ingest`` does with its ``EnvClientFactory``; it is
-closed when the subcommand ends. The only cost is the few lines that map the flags to ``HealthClient.from_env``,
-which mirror ``cli.make_client`` (this module cannot import ``cli``: ``cli`` imports it).
+subcommands (and ``serve --discover-from``, which answers by calls) build their own client here with
+:func:`~health_async._cli._output.make_client`, the one every command uses, from the same connection flags
+(``--base-url``, ``--token``, ... added to them and to ``serve``) and the same ``HEALTH_ASYNC_*`` environment, as
+``ingest`` does with its ``EnvClientFactory``; it is closed when the subcommand ends.
 
 How the raw body reaches the forward: the library's handler reads the body itself and gives its callback only the
 :class:`~health_async.webhooks.WebhookEvent`. The handler is given a view of the request (:class:`_Tee`) that
@@ -123,7 +122,7 @@ from ...errors import HealthError, InvalidRequest, NotFoundError, OutcomeUnknown
 from ...models import CareContext, CareContextDiscover, DiscoverLinkInit, MatchedPatient, WebhookSubscription
 from ...resources.abdm._user_linking import discovered_patients
 from ...resources.webhooks.subscriptions import DOCUMENTED_EVENTS, check_signing_key
-from .._output import Command, InputError, emit, open_input, port, report_error
+from .._output import Command, InputError, emit, make_client, open_input, port, report_error
 
 __all__ = ["ENV_WEBHOOK_SECRET", "FORWARD_TIMEOUT", "NO_CLIENT", "add_commands", "serve"]
 
@@ -478,7 +477,7 @@ async def serve(
     if patients is None:
         library_handler = webhooks.aiohttp_handler(secret, on_event)  # checks the secret: InvalidRequest
     else:  # answering a patient's own search needs the service: the client from the flags and the environment
-        client = _make_client(args)
+        client = make_client(args)
         linking = DiscoverFromFile(patients, stdout, stderr)
         try:
             abdm = webhooks.abdm_handler(
@@ -575,21 +574,7 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 # ------------------------------------------------------------------------ subscriptions
 
-#: The connection flags the subscription subcommands take, as ``HealthClient.from_env`` keywords.
-_CONNECTION_FLAGS: Final = ("base_url", "token", "client_id", "user_id", "key_id", "timeout", "rate_limit")
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def _make_client(args: argparse.Namespace) -> HealthClient:
-    """A client from the connection flags, falling back to the environment (as ``cli.make_client``)."""
-    overrides: dict[str, Any] = {}
-    for name in (*_CONNECTION_FLAGS, "max_connections"):
-        value = getattr(args, name, None)
-        if value is not None:
-            overrides[name] = value
-    if getattr(args, "insecure_http", False):
-        overrides["allow_insecure_http"] = True
-    return HealthClient.from_env(**overrides)
 
 
 def _events(values: list[str]) -> list[str]:
@@ -714,7 +699,7 @@ _ACCOUNT_COMMANDS: Final[dict[str, Callable[[HealthClient, argparse.Namespace], 
 async def _webhooks(client: Any, args: argparse.Namespace) -> int:  # noqa: ARG001 - cli.run gives none
     command = _ACCOUNT_COMMANDS.get(args.webhooks_command)
     if command is not None:
-        async with _make_client(args) as own:
+        async with make_client(args) as own:
             return int(await command(own, args))
     stop = asyncio.Event()
     with _stop_on_signals(stop) as received:
