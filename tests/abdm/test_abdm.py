@@ -9,7 +9,6 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import abdm_ecdh
@@ -25,20 +24,6 @@ from ..conftest import Serve
 
 BUNDLE = example_document("OPConsultation")  # the guide's own example: a valid document (pushes are validated)
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 def bundle(i: int) -> dict[str, Any]:

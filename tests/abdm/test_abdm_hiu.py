@@ -11,7 +11,7 @@ import base64
 import copy
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import abdm_ecdh
@@ -48,20 +48,6 @@ CONSENT: dict[str, Any] = {
     "hi_types": ["OPConsultation"],
     "artefact_ids": ["artefact-1"],
 }
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 # ------------------------------------------------------------------------------------------ the patient's inbox

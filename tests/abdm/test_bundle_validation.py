@@ -9,7 +9,6 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,20 +26,6 @@ SECRET = "validation-webhook-secret"
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 #: A value of health data put into the broken bundles: it must never appear in an error, repr or log.
 SECRET_NOTE = "HIV clinic, 3pm"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 def valid(i: int = 0) -> dict[str, Any]:

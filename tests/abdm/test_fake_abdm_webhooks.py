@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,20 +25,6 @@ SECRET = "fake-abdm-webhook-secret"
 LINK = "abha.link_care_context"
 FETCH = "abha.hip_data_fetch"
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 def visits(*ids: str) -> list[CareContext]:

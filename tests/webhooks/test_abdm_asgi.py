@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,20 +25,6 @@ OP_NOTE = example_document("OPConsultation")  # a valid document: pushes are val
 SECRET = "abdm-asgi-secret"
 NO_WAIT = ha.RetryPolicy(attempts=3, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 Message = MutableMapping[str, Any]  # as ASGI (and Starlette) types a message
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 def envelope(event: str, data: dict[str, Any], transaction_id: str = "wh-txn-1") -> bytes:

@@ -11,7 +11,6 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,27 +24,13 @@ from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import sign
 
 from ..conftest import Serve
-from .test_abdm_asgi import LINKED, NO_WAIT, SECRET, call, envelope
+from .test_abdm_asgi import LINKED, SECRET, call, envelope
 
 BOUND = 0.05  # seconds: a callback past it is cut
 SLACK = 1.0  # seconds a bounded wait may overrun its bound on a busy machine (still far below any hang)
 
 #: The guide's own example: a valid document (pushes are validated before they leave).
 BUNDLE = json.dumps(example_document("OPConsultation")).encode()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 def resigned(body: bytes, seconds: int = 1) -> str:

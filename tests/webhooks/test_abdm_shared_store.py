@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,25 +20,11 @@ from health_async.testing import FakeHealthServer, Fault
 from health_async.testing.abdm._hiu import example_document
 from health_async.testing.webhooks._send import sign
 
-from .test_abdm_asgi import NO_WAIT, SECRET, call, envelope
+from .test_abdm_asgi import SECRET, call, envelope
 from .test_abdm_bounds import resigned
 
 #: The guide's own example: a valid document (pushes are validated before they leave).
 BUNDLE = json.dumps(example_document("OPConsultation")).encode()
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeHealthServer]:
-    async with FakeHealthServer(users=1, documents_per_user=1) as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeHealthServer) -> AsyncIterator[ha.HealthClient]:
-    async with ha.HealthClient(
-        base_url=server.url, token=server.token, client_id=server.client_id, user_id="oid-1", retry=NO_WAIT
-    ) as c:
-        yield c
 
 
 async def bundles(request: HealthDataRequest) -> dict[str, bytes]:
