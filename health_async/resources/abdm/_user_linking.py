@@ -162,19 +162,8 @@ class UserLinkingMixin(AbdmBase):
             "request_id": _need(request.request_id, "request_id"),
             "txn_id": _need(request.txn_id, "txn_id"),
         }
-        patients = [] if patient is None else discovered_patients(patient)
-        if patients:
-            body["patients"] = patients
-        else:
-            body["error"] = _error(error)
-        await self._send_once(
-            "POST",
-            R.PATH_ON_DISCOVER,
-            operation="on_discover",
-            headers=self._answer_headers(request.hip_id, request.oid, request.partner_patient_id),
-            json=body,
-            retry=retry,
-            timeout=timeout,
+        await self._answer_patients(
+            R.PATH_ON_DISCOVER, "on_discover", request, body, patient, error, retry=retry, timeout=timeout
         )
 
     @checked
@@ -245,6 +234,31 @@ class UserLinkingMixin(AbdmBase):
         """
         request = _payload(event, DiscoverLinkConfirm, EventKind.DISCOVER_LINK_CONFIRM)
         body: dict[str, Any] = {"request_id": _need(request.request_id, "request_id")}
+        await self._answer_patients(
+            R.PATH_DISCOVER_LINK_ON_CONFIRM,
+            "discover_link_on_confirm",
+            request,
+            body,
+            patient,
+            error,
+            retry=retry,
+            timeout=timeout,
+        )
+
+    async def _answer_patients(
+        self,
+        path: str,
+        operation: str,
+        request: CareContextDiscover | DiscoverLinkConfirm,
+        body: dict[str, Any],
+        patient: MatchedPatient | None,
+        error: LinkingError,
+        *,
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+    ) -> None:
+        """Send ``body`` once with the patient's care contexts, or the error when there are none: the shape that
+        ``on-discover`` and ``on-confirm`` share."""
         patients = [] if patient is None else discovered_patients(patient)
         if patients:
             body["patients"] = patients
@@ -252,8 +266,8 @@ class UserLinkingMixin(AbdmBase):
             body["error"] = _error(error)
         await self._send_once(
             "POST",
-            R.PATH_DISCOVER_LINK_ON_CONFIRM,
-            operation="discover_link_on_confirm",
+            path,
+            operation=operation,
             headers=self._answer_headers(request.hip_id, request.oid, request.partner_patient_id),
             json=body,
             retry=retry,
