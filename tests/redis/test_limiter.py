@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from health_async import HealthClient, RetryPolicy, SharedLimiter
 from health_async.errors import HealthError, InvalidArgumentType, InvalidRequest, RequestTimeout, TransportError
-from health_async.redis import RedisLimiter, RedisUnavailable
+from health_async.redis import DEFAULT_MAX_CONNECTIONS, RedisLimiter, RedisUnavailable
 from health_async.testing import FakeHealthServer
 
 from .conftest import RedisServer, free_port
@@ -158,6 +158,18 @@ async def test_aclose_closes_its_connections(redis_server: RedisServer, name: st
     assert connected() == before
     with pytest.raises(RedisUnavailable):
         await limiter.acquire(None)
+
+
+async def test_many_waiters_open_a_bounded_number_of_connections(redis_server: RedisServer, name: str) -> None:
+    def connected() -> int:
+        clients: Any = redis_server.info("clients")["connected_clients"]
+        return int(clients)
+
+    before = connected()
+    async with RedisLimiter(redis_server.url, rate_limit=1e6, name=name) as limiter:
+        assert all(await asyncio.gather(*(limiter.acquire(None) for _ in range(100))))  # 100 at once
+        assert before < connected() <= before + DEFAULT_MAX_CONNECTIONS
+    assert connected() == before
 
 
 async def test_a_redis_it_does_not_own_is_left_open(redis_client: aioredis.Redis, name: str) -> None:
