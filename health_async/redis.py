@@ -226,7 +226,7 @@ class RedisLimiter:
         redis: a URL (``redis://[[user]:password@]host:port/db``, ``rediss://``, ``unix://``; this limiter then
             owns a pool of at most :data:`DEFAULT_MAX_CONNECTIONS` connections and :meth:`aclose` closes it) or a
             ``redis.asyncio.Redis`` that you own and close (its timeouts, retries and pool are yours: keep the
-            timeouts short, and use a ``BlockingConnectionPool``).
+            timeouts short; this limiter still sends at most :data:`DEFAULT_MAX_CONNECTIONS` commands at once).
         rate_limit: requests per second for the whole account, or ``None`` to share only the pause.
         name: the key prefix: sharers with the same Redis and name share one rate and one pause. Keys are
             ``{name}:rate:sent``, ``{name}:rate:held``, ``{name}:pause`` (the braces put them in one Redis Cluster
