@@ -481,6 +481,17 @@ class _Reader:
 # ---------------------------------------------------------------------------------------------- the resources
 
 
+def record_type_of(bundle: Mapping[str, Any]) -> RecordType | None:
+    """The record type a bundle declares, found as :func:`read` finds it (the first Composition's or the bundle's NRCeS
+    profile, the Composition's SNOMED CT type, a wellness record's title), without reading the rest; ``None`` when it
+    declares none this version knows."""
+    for entry in _objects(bundle.get("entry")):
+        resource = _obj(entry.get("resource"))
+        if resource is not None and _kind(resource) == "Composition":
+            return _record_type(bundle, resource)
+    return _record_type(bundle, {})
+
+
 def _record_type(bundle: Mapping[str, Any], composition: Mapping[str, Any]) -> RecordType | None:
     for holder in (composition, bundle):
         meta = _obj(holder.get("meta"))

@@ -6,8 +6,8 @@ A data request (``abha.hip_data_fetch``) is answered only when everything known 
 * the consent behind it, when the request names one and a :class:`ConsentBook` is given: granted, not revoked,
   denied or expired by a consent webhook already received, not past its expiry; the requested dates within the
   consent's, the requested types within the consent's;
-* each bundle: its record type (the NRCeS profile in its ``meta.profile``, or its Composition's) among the types
-  the request asked for.
+* each bundle: its record type (as :func:`health_async.fhir.read` finds it: its NRCeS profile, its Composition's
+  type) among the types the request asked for.
 
 Whatever is refused is not sent; :attr:`~health_async.models.PushResult.refused` says why, per care context.
 """
@@ -21,7 +21,7 @@ from typing import Any, Final
 import attrs
 
 from ...errors import InvalidRequest
-from ...fhir import NRCES_PROFILE_BASE, RecordType
+from ...fhir._read import record_type_of
 from ...models.abdm._events import ConsentUpdate
 from ...models.abdm._hospital import HealthDataRequest
 from ...models.records._cases import HiType
@@ -192,32 +192,3 @@ def _request_refusal(request: HealthDataRequest, consents: ConsentBook | None, n
     ):
         return "the request asks for dates outside its consent's"
     return None
-
-
-_BY_NAME: Final = {record.value: record for record in RecordType}
-
-
-def record_type_of(bundle: Mapping[str, Any]) -> RecordType | None:
-    """The NRCeS record type a bundle declares: its ``meta.profile``, else its first Composition's; ``None`` when it
-    declares none this version knows."""
-    candidates: list[Any] = []
-    meta = bundle.get("meta")
-    if isinstance(meta, Mapping):
-        candidates.extend(_list(meta.get("profile")))
-    entries = bundle.get("entry")
-    for entry in _list(entries)[:1]:
-        resource = entry.get("resource") if isinstance(entry, Mapping) else None
-        if isinstance(resource, Mapping) and resource.get("resourceType") == "Composition":
-            inner = resource.get("meta")
-            if isinstance(inner, Mapping):
-                candidates.extend(_list(inner.get("profile")))
-    for profile in candidates:
-        if isinstance(profile, str) and profile.startswith(NRCES_PROFILE_BASE):
-            found = _BY_NAME.get(profile[len(NRCES_PROFILE_BASE) :].split("|")[0])
-            if found is not None:
-                return found
-    return None
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
