@@ -13,13 +13,14 @@ Messages carry paths, rules and expected types, never a value of the bundle (hea
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Final, Literal
 
 import attrs
 
-from . import _r4, _rules
+from . import _rules
 from ._types import NRCES_PROFILE_BASE, RecordType
 
 __all__ = ["Problem", "ValidationReport", "validate"]
@@ -63,37 +64,65 @@ class ValidationReport:
         return tuple(p for p in self.problems if p.severity == "warning")
 
 
-_ELEMENTS: Final = _r4.ELEMENTS
-_PRIMITIVES: Final = _r4.PRIMITIVES
-_REGEX: Final = {name: re.compile(rx) for name, (kind, rx) in _PRIMITIVES.items() if rx and kind == "string"}
-#: Judgement call: HL7's R4 regex for base64Binary backtracks badly on a large attachment and leaves out "/";
-#: this linear check (the base64 alphabet, whitespace allowed) replaces it.
-_REGEX["base64Binary"] = re.compile(r"[A-Za-z0-9+/=\s]+")
-_GROUPS: Final = {
-    owner: {
-        group: tuple(n for n, spec in table.items() if spec[3] == group) for group in {s[3] for s in table.values()}
-    }
-    for owner, table in _ELEMENTS.items()
-}
 _SNOMED_TO_RECORD: Final = {c.code: c.record_type for c in _rules.COMPOSITION_TYPES if c.code}
-#: Each element of each type as the walk needs it, worked out once: (first type, its primitive JSON kind or None,
-#: repeats, choice group).
-_FAST: Final = {
-    owner: {
-        name: (spec[0][0], _PRIMITIVES[spec[0][0]][0] if spec[0][0] in _PRIMITIVES else None, spec[2], spec[3])
-        for name, spec in table.items()
-    }
-    for owner, table in _ELEMENTS.items()
-}
+
+
+class _Tables:
+    """The R4 structure tables as the walk reads them, worked out once, at the first :func:`validate` (not when the
+    package is imported: ``import health_async`` imports this module, and most processes never validate)."""
+
+    __slots__ = ("elements", "fast", "groups", "primitives", "regex", "required", "resources")
+
+    def __init__(self) -> None:
+        from . import _r4  # the generated tables: loaded with the first validation
+
+        self.elements = _r4.ELEMENTS
+        self.primitives = _r4.PRIMITIVES
+        self.required = _r4.REQUIRED
+        self.resources = _r4.RESOURCES
+        regex = {name: re.compile(rx) for name, (kind, rx) in self.primitives.items() if rx and kind == "string"}
+        #: Judgement call: HL7's R4 regex for base64Binary backtracks badly on a large attachment and leaves out
+        #: "/"; this linear check (the base64 alphabet, whitespace allowed) replaces it.
+        regex["base64Binary"] = re.compile(r"[A-Za-z0-9+/=\s]+")
+        self.regex = regex
+        self.groups = {
+            owner: {
+                group: tuple(n for n, spec in table.items() if spec[3] == group)
+                for group in {s[3] for s in table.values()}
+            }
+            for owner, table in self.elements.items()
+        }
+        #: Each element of each type as the walk needs it: (first type, its primitive JSON kind or None, repeats,
+        #: choice group).
+        self.fast = {
+            owner: {
+                name: (
+                    spec[0][0],
+                    self.primitives[spec[0][0]][0] if spec[0][0] in self.primitives else None,
+                    spec[2],
+                    spec[3],
+                )
+                for name, spec in table.items()
+            }
+            for owner, table in self.elements.items()
+        }
+
+
+@functools.cache
+def _tables() -> _Tables:
+    return _Tables()
+
+
 _NO_REQUIRED: Final[tuple[str, ...]] = ()
 
 
 class _Walk:
     """One validation run: the problems found and the references seen (for the document rules)."""
 
-    __slots__ = ("problems", "references")
+    __slots__ = ("problems", "references", "t")
 
     def __init__(self) -> None:
+        self.t = _tables()
         self.problems: list[Problem] = []
         self.references: list[tuple[str, str]] = []
 
@@ -111,21 +140,22 @@ class _Walk:
         if not isinstance(kind, str):
             self.error(path, "structure.resource-type", "a resource needs resourceType")
             return
-        if kind not in _r4.RESOURCES:
+        if kind not in self.t.resources:
             self.warning(path, "structure.unchecked-type", f"resource type {kind} is not described here; not checked")
             return
         self.complex(obj, kind, path)
 
     def complex(self, obj: dict[str, Any], type_name: str, path: str) -> None:
-        table = _ELEMENTS[type_name]
-        fast = _FAST[type_name]
+        t = self.t
+        table = t.elements[type_name]
+        fast = t.fast[type_name]
         groups: set[str] | None = None
         for key, value in obj.items():
             spec = fast.get(key)
             if spec is None:
-                if key == "resourceType" and type_name in _r4.RESOURCES:
+                if key == "resourceType" and type_name in t.resources:
                     continue
-                if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in _PRIMITIVES:
+                if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in t.primitives:
                     self.primitive_extension(value, f"{path}.{key}", table[key[1:]][2])
                     continue
                 self.error(f"{path}.{key}", "structure.unknown-element", f"not an element of {type_name}")
@@ -147,7 +177,7 @@ class _Walk:
                     if kind is None:
                         self.value(item, child, f"{path}.{key}[{i}]")
                     else:  # the path is only spelt out for a problem: most values have none
-                        found = _primitive_problem(item, child, kind)
+                        found = _primitive_problem(item, child, kind, t.regex)
                         if found is not None:
                             self.error(f"{path}.{key}[{i}]", *found)
             elif type(value) is list:
@@ -155,13 +185,13 @@ class _Walk:
             elif kind is None:
                 self.value(value, child, f"{path}.{key}")
             else:
-                found = _primitive_problem(value, child, kind)
+                found = _primitive_problem(value, child, kind, t.regex)
                 if found is not None:
                     self.error(f"{path}.{key}", *found)
-        for name in _r4.REQUIRED.get(type_name, _NO_REQUIRED):
+        for name in t.required.get(type_name, _NO_REQUIRED):
             if name in obj or f"_{name}" in obj:
                 continue
-            members = _GROUPS[type_name].get(name)
+            members = t.groups[type_name].get(name)
             if members and any(m in obj for m in members):
                 continue
             label = f"{name}[x]" if members else name
@@ -172,7 +202,7 @@ class _Walk:
                 self.references.append((path, ref))
 
     def value(self, value: Any, type_name: str, path: str) -> None:
-        prim = _PRIMITIVES.get(type_name)
+        prim = self.t.primitives.get(type_name)
         if prim is not None:
             self.primitive(value, type_name, prim[0], path)
         elif type_name == "Resource":
@@ -183,7 +213,7 @@ class _Walk:
             self.error(path, "structure.type", f"expected an object of type {type_name}")
 
     def primitive(self, value: Any, type_name: str, kind: str, path: str) -> None:
-        found = _primitive_problem(value, type_name, kind)
+        found = _primitive_problem(value, type_name, kind, self.t.regex)
         if found is not None:
             self.error(path, *found)
 
@@ -198,13 +228,15 @@ class _Walk:
                 self.complex(item, "Element", path if not many else f"{path}[{i}]")
 
 
-def _primitive_problem(value: Any, type_name: str, kind: str) -> tuple[str, str] | None:
+def _primitive_problem(
+    value: Any, type_name: str, kind: str, regexes: dict[str, re.Pattern[str]]
+) -> tuple[str, str] | None:
     """``(rule, message)`` when ``value`` is not a valid ``type_name`` (of JSON ``kind``), else ``None``."""
     tv = type(value)
     if kind == "string":
         if tv is not str:
             return "structure.type", f"expected a JSON string ({type_name})"
-        rx = _REGEX.get(type_name)
+        rx = regexes.get(type_name)
         if rx is not None and rx.fullmatch(value) is None:
             return "structure.format", f"not a valid {type_name}"
     elif kind == "boolean":
