@@ -42,12 +42,6 @@ class SharedLimiter(Protocol):
     # connection, cancelled, overdue). A limiter without them is charged at ``acquire``.
 
 
-def reports_sends(shared: object) -> bool:
-    """Whether a shared limiter wants each request it admitted reported sent or unsent (it defines ``sent(at)`` and
-    ``unsent()``; see :class:`SharedLimiter`)."""
-    return shared is not None and callable(getattr(shared, "sent", None)) and callable(getattr(shared, "unsent", None))
-
-
 class Slots:
     """A bound of ``size`` slots, first come first served: what ``asyncio.Semaphore`` does, for hot paths.
 
@@ -150,7 +144,9 @@ class Limits(Slots):
         # a limiter written before acquire() took the deadline is still bounded by it (asyncio.timeout below)
         self._shared_takes_deadline = shared is not None and _takes_argument(shared.acquire)
         #: the shared limiter wants each request it admitted reported sent or unsent (see SharedLimiter)
-        self._shared_reports = reports_sends(shared)
+        self._shared_reports = (
+            shared is not None and callable(getattr(shared, "sent", None)) and callable(getattr(shared, "unsent", None))
+        )
 
     @property
     def in_flight(self) -> int:

@@ -29,7 +29,7 @@ from . import _constants as C
 from . import _json
 from ._config import NOT_GIVEN, NotGiven, check_seconds
 from ._files import StreamBody
-from ._limits import Limits, Overdue, reports_sends, within
+from ._limits import Limits, Overdue, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._tasks import keep
@@ -163,9 +163,10 @@ class Session:
         if http is None:
             connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=0)
             traces = []
-            # a rate (the client's own, or a shared limiter's that takes reports) counts a request when its headers
-            # really go out
-            if self.config.rate_limit is not None or reports_sends(self.config.limiter):
+            # the client's own rate counts a request when its headers really go out. Judgement call: a shared
+            # limiter's reports are stamped when the answer comes (later than sent: its count errs on the safe side,
+            # which keeps its rate as the service counts arrivals across processes, whose send-to-arrival delays vary)
+            if self.config.rate_limit is not None:
                 trace = aiohttp.TraceConfig()
                 trace.on_request_headers_sent.append(self._on_headers_sent)
                 traces.append(trace)
