@@ -5,26 +5,42 @@ webhooks, each acknowledged at once and answered in the background by :class:`_U
    matching patient (a :class:`~health_async.models.MatchedPatient`) or ``None``; the offer is kept in the
    store (no OTP) under the discovery's ``txn_id``, and ``client.abdm.answer_discover`` answers with it, or with
    :attr:`~health_async.models.LinkingError.NO_MATCH`.
-2. ``abha.care_context_discover_link_init``: the care contexts asked for must be ones the discovery (same
-   ``txn_id``) offered, for the patient it offered; a fresh OTP (:func:`new_otp`) is kept hashed in the store with
-   them for ``otp_ttl`` seconds, ``await on_link_otp(mobile, otp, request)`` sends it (your SMS gateway), and
-   ``client.abdm.answer_link_init`` says so with the OTP's expiry, or refuses (unknown discovery, something not
-   offered, no mobile, the sender failed).
-3. ``abha.context_discover_link_confirm``: the store checks the token (constant time, expiry, ``max_otp_tries``
-   wrong tries, one use); ``client.abdm.answer_link_confirm`` answers with the care contexts linked, or with
-   ``OTP_MISMATCH``, ``TOO_MANY_ATTEMPTS`` or ``INVALID_LINK``; then ``await on_linked(link)`` tells you, so you
-   can record the verified ABHA address against your patient, as ABDM advises.
+2. ``abha.care_context_discover_link_init``: the request must come from the discovery's requester (same ``txn_id``,
+   and the same ABHA address and ``oid`` where both name one) and ask for care contexts that discovery offered,
+   for the patient it offered; a fresh OTP (:func:`new_otp`) is kept hashed in the store with them for
+   ``otp_ttl`` seconds under a fresh **link reference** of this request's own, ``await on_link_otp(mobile, otp,
+   request)`` sends it (your SMS gateway), and ``client.abdm.answer_link_init`` says so with that reference and
+   the OTP's expiry, or refuses (unknown discovery or another requester's, something not offered, no mobile, the
+   discovery's tries spent, the sender failed).
+3. ``abha.context_discover_link_confirm``: the link is found by its reference (``linkRefNumber``); a confirmation
+   naming another requester (``oid``) than the one the link was made for is refused without a try counted; the
+   store checks the token (constant time, expiry, ``max_otp_tries`` wrong tries per discovery, one use);
+   ``client.abdm.answer_link_confirm`` answers with the care contexts linked, or with ``OTP_MISMATCH``,
+   ``TOO_MANY_ATTEMPTS`` or ``INVALID_LINK``; then ``await on_linked(link)`` tells you, so you can record the
+   verified ABHA address against your patient, as ABDM advises.
 
 Nothing about the OTP, the mobile number, the ABHA address, the patient or the transaction is logged: only the
 step and its outcome.
 
 Judgement calls:
 
-* The confirmation (``discover-link-confirm.mdx``) carries no ``txn_id``, only ``linkRefNumber``; the vendor's
-  example shows it equal to the link request's patient ``ref_num`` (both ``"temp"``), and ``on-init``'s own
-  ``ref_num`` is "patient reference number". So ``on-init`` sends the patient's reference, and the pending link is
-  kept under (``hip_id``, that reference): a second link request for the same patient replaces the first (its
-  OTP no longer confirms), as a new OTP replaces an old one.
+* **A link is bound to its requester** (issue 42). The confirmation (``discover-link-confirm.mdx``) carries no
+  ``txn_id`` and no ABHA address, only ``linkRefNumber`` (the PHR app echoes ``on-init``'s ``ref_num``), the
+  token, ``hip_id`` and ``oid``. The vendor's example shows ``linkRefNumber`` equal to the patient's ``ref_num``
+  (both ``"temp"``), but a patient's reference names the *patient*, not the *requester*: two ABHA users who
+  discover the same hospital patient (a family sharing the mobile number on file) would share one pending link,
+  and one's confirmation could link the other's ABHA address. So ``on-init`` answers with a fresh, unguessable
+  reference per link request (:func:`secrets.token_urlsafe`, 24 characters), the pending link is kept under
+  (``hip_id``, that reference) with the discovery's requester (ABHA address, ``oid``), and is never replaced by
+  another request. A confirmation naming an ``oid`` other than the link's is refused (``INVALID_LINK``) without
+  touching the link's tries. :attr:`PendingLink.reference` stays your patient's reference.
+* **Tries are bounded per discovery.** Every link request of one discovery counts its wrong OTPs on the
+  discovery's offer (``tries_key``): ``max_otp_tries`` wrong OTPs in all, whatever the number of link requests,
+  pending at once or one after another. Then the discovery is locked: its pending links are refused
+  (``TOO_MANY_ATTEMPTS``), and so is any new link request under it (``TOO_MANY_ATTEMPTS``, whose message asks to
+  try again later); the patient starts a new discovery. Several link requests of one discovery (the same requester)
+  may be pending at once, each with its OTP.
+* A link request whose OTP could not be sent forgets only the entry it put (``discard(key, only=version)``).
 * The linked care contexts go to a callback of their own, ``on_linked``, not to ``on_event``: ``on_event`` gets
   the service's verified webhooks, before any answer; a link is known only after the OTP check and the answer,
   and is not a webhook.
@@ -40,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -75,7 +92,7 @@ LinkedCallback: TypeAlias = Callable[[PendingLink], Awaitable[object]]
 
 #: Seconds a linking OTP is valid (ABDM's own OTPs: 10 minutes).
 DEFAULT_OTP_TTL: Final = 600.0
-#: Wrong OTPs accepted for one link before it is refused for good.
+#: Wrong OTPs accepted for one discovery (all its link requests together) before it is refused for good.
 DEFAULT_MAX_OTP_TRIES: Final = 3
 #: Seconds a discovery's offer waits for the patient's link request.
 DEFAULT_OFFER_TTL: Final = 1800.0
@@ -89,8 +106,24 @@ def _offer_key(txn_id: str) -> str:
     return f"offer\x1f{txn_id}"
 
 
-def _link_key(hip_id: str | None, reference: str) -> str:
-    return f"link\x1f{hip_id or ''}\x1f{reference}"
+def _link_key(hip_id: str | None, link_ref: str) -> str:
+    return f"link\x1f{hip_id or ''}\x1f{link_ref}"
+
+
+def _new_link_reference() -> str:
+    """A fresh, unguessable link reference (``on-init``'s ``ref_num``, the confirmation's ``linkRefNumber``)."""
+    return secrets.token_urlsafe(18)
+
+
+def _same(asked: str | None, kept: str | None, *, fold: bool = False) -> bool:
+    """Whether a request's requester id agrees with the one kept (unknown on either side: nothing to compare)."""
+    if not asked or not kept:
+        return True
+    return asked.casefold() == kept.casefold() if fold else asked == kept
+
+
+def _same_requester(request: DiscoverLinkInit, offer: PendingLink) -> bool:
+    return _same(request.abha_address, offer.abha_address, fold=True) and _same(request.oid, offer.oid)
 
 
 @attrs.frozen
@@ -159,8 +192,9 @@ class _UserLinking:
     async def _link_init(self, event: WebhookEvent) -> str:
         request = event.payload()
         assert isinstance(request, DiscoverLinkInit)
-        offer = None if not request.txn_id else await self.store.get(_offer_key(request.txn_id))
-        if offer is None:
+        offer_key = None if not request.txn_id else _offer_key(request.txn_id)
+        offer = None if offer_key is None else await self.store.get(offer_key)
+        if offer_key is None or offer is None or not _same_requester(request, offer):
             return await self._refuse_init(request, LinkingError.UNKNOWN_DISCOVERY)
         offered = {cc.care_context_id: cc for cc in offer.care_contexts}
         asked = [ref.reference_number for p in request.patients for ref in p.care_contexts]
@@ -171,21 +205,25 @@ class _UserLinking:
             return await self._refuse_init(request, LinkingError.NO_MOBILE)
         chosen = tuple(offered[ref] for ref in dict.fromkeys(asked) if ref is not None)
         link = attrs.evolve(offer, care_contexts=chosen)
-        key = _link_key(request.hip_id, offer.reference)
+        link_ref = _new_link_reference()
+        key = _link_key(request.hip_id, link_ref)
         otp = new_otp()
-        await self.store.put(key, link, otp=otp, ttl=self.otp_ttl)
+        version = await self.store.put(key, link, otp=otp, ttl=self.otp_ttl, tries_key=offer_key)
+        if version is None:  # the discovery's tries are spent (or it ended meanwhile)
+            del otp
+            return await self._refuse_init(request, LinkingError.TOO_MANY_ATTEMPTS)
         expires_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.otp_ttl)
         try:
             await _bounded(self.on_link_otp(offer.mobile, otp, request), self.callback_timeout, "on_link_otp", event)
         except asyncio.CancelledError:
-            await asyncio.shield(self.store.discard(key))
+            await asyncio.shield(self.store.discard(key, only=version))
             raise
         except Exception as exc:
-            await self.store.discard(key)
+            await self.store.discard(key, only=version)
             logger.error("ABDM link OTP not sent: on_link_otp raised %s", type(exc).__name__)
             return await self._refuse_init(request, LinkingError.OTP_NOT_SENT)
         del otp
-        await self.client.abdm.answer_link_init(request, reference=offer.reference, otp_expires_at=expires_at)
+        await self.client.abdm.answer_link_init(request, reference=link_ref, otp_expires_at=expires_at)
         return f"OTP sent for {len(chosen)} care context(s)"
 
     async def _refuse_init(self, request: DiscoverLinkInit, error: LinkingError) -> str:
@@ -199,6 +237,10 @@ class _UserLinking:
             await self.client.abdm.answer_link_confirm(request, None, error=LinkingError.INVALID_LINK)
             return f"refused ({LinkingError.INVALID_LINK.name})"
         key = _link_key(request.hip_id, request.link_ref_number)
+        pending = await self.store.get(key)  # the requester is fixed for the key's life: references are fresh
+        if pending is not None and not _same(request.oid, pending.oid):  # another requester's link: no try counted
+            await self.client.abdm.answer_link_confirm(request, None, error=LinkingError.INVALID_LINK)
+            return f"refused ({LinkingError.INVALID_LINK.name}, another requester)"
         check = await self.store.consume(key, request.token, max_tries=self.max_tries)
         if check.outcome is not OtpOutcome.MATCHED or check.link is None:
             error = {

@@ -158,7 +158,9 @@ async def test_a_patient_discovers_and_links_with_the_right_otp_through_the_aioh
     # on-init: the OTP went to the discovery's verified mobile, six digits, and its expiry is said
     ((mobile, otp),) = hospital.sent
     assert mobile == MOBILE and len(otp) == 6 and otp.isdigit()
-    assert search.link_init is not None and search.link_init["ref_num"] == "PT-1042"
+    # the link reference is this link request's own: fresh and unguessable, not the patient's reference
+    assert search.link_init is not None and len(search.link_init["ref_num"]) >= 22
+    assert search.link_init["ref_num"] != "PT-1042"
     assert set(search.link_init) == {"request_id", "txn_id", "ref_num", "otp_expiry"}
     expiry = dt.datetime.fromisoformat(search.link_init["otp_expiry"].replace("Z", "+00:00"))
     assert dt.timedelta(minutes=9) < expiry - dt.datetime.now(dt.UTC) <= dt.timedelta(minutes=10)

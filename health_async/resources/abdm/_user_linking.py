@@ -178,9 +178,15 @@ class UserLinkingMixin(AbdmBase):
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> None:
         """``POST /abdm/v1/care-contexts/discover/link/on-init``: tell the service the linking OTP was sent (the
-        answer to an ``abha.care_context_discover_link_init`` webhook): ``reference`` is the patient's reference
-        (wire ``ref_num``, which the confirmation names as ``linkRefNumber``), ``otp_expires_at`` when the OTP
+        answer to an ``abha.care_context_discover_link_init`` webhook): ``reference`` is the link reference (wire
+        ``ref_num``, which the PHR app's confirmation names as ``linkRefNumber``), ``otp_expires_at`` when the OTP
         expires (aware). Or refuse the link with ``error`` (then neither is needed).
+
+        Make ``reference`` a fresh, unguessable token per link request (:func:`secrets.token_urlsafe`), kept with
+        the OTP and the requester (the discovery's ABHA address and ``oid``), rather than your patient's
+        reference: two ABHA users may discover the same patient of yours, and the confirmation names only this
+        reference, so a reference shared by their link requests lets one confirm the other's (the receivers do
+        this for you).
 
         Raises:
             InvalidRequest: not a link request, one without ``request_id`` / ``txn_id``, a missing reference or

@@ -12,8 +12,9 @@ Written from ``care-contexts/discover/introduction.mdx``, the webhook pages ``we
 ``link=``) and waits for ``on-init``; then ``abha.context_discover_link_confirm`` with the OTP the patient
 "received" (the last one the hospital's sender gave :meth:`UserLinkingFake.text`), or with the ``otp=`` given (a
 list: one confirmation per OTP, until one links), waiting for each ``on-confirm``. It returns a
-:class:`PatientSearch`: every answer, as received. A care context confirmed is held in :attr:`links` (so
-``client.abdm.linked_care_contexts`` lists it).
+:class:`PatientSearch`: every answer, as received. ``await server.abdm.patient_links(search, ...)`` is the same
+patient asking again under that discovery (a new link request and its confirmations). A care context confirmed is
+held in :attr:`links` (so ``client.abdm.linked_care_contexts`` lists it).
 
 Routes (names for ``server.inject`` and ``server.calls``): ``on_discover``, ``discover_link_on_init``,
 ``discover_link_on_confirm`` (204; each 400 ``{code, error}`` when its body does not fit its schema, when it
@@ -24,7 +25,8 @@ care contexts linked at: ``{"providers": [...]}``, ``null`` when none).
 
 Judgement calls: each webhook has an envelope transaction id of its own; the discovery and its link request
 share one ``txn_id`` (as the vendor's examples do); the confirmation's ``linkRefNumber`` is ``on-init``'s
-``ref_num`` (the vendor's example shows the patient reference in both); a step not answered within ``timeout``
+``ref_num``, whatever it is (the vendor's example shows the patient reference in both; the receivers send a link
+reference of the request's own, and a PHR app echoes what it was given); a step not answered within ``timeout``
 seconds ends the search (its answer ``None``); a facility not onboarded is listed with ``hip_name`` ``null``.
 """
 
@@ -74,6 +76,10 @@ class PatientSearch:
     confirms: list[dict[str, Any]] = attrs.Factory(list)
     #: The care context references the last ``on-confirm`` linked.
     linked: tuple[str, ...] = ()
+    #: Who searched where (for :meth:`UserLinkingFake.patient_links`; hidden from ``repr``).
+    hip_id: str = attrs.field(default="", repr=False)
+    abha_address: str = attrs.field(default="", repr=False)
+    oid: str | None = attrs.field(default=None, repr=False)
 
     @property
     def errors(self) -> list[int]:
@@ -259,10 +265,11 @@ class UserLinkingFake:
         context references to link (default: every one offered); ``otp``: what the patient types (default: the
         last OTP texted since the link request); a list tries each in turn until one links.
 
-        ``RuntimeError`` when no webhook URL is registered."""
+        ``RuntimeError`` when no webhook URL is registered. :meth:`patient_links` asks again under the same
+        discovery."""
         txn_id = str(uuid.uuid4())
         ids = {"hip_id": hip_id, "oid": oid, "partner_patient_id": None}
-        search = PatientSearch(txn_id)
+        search = PatientSearch(txn_id, hip_id=hip_id, abha_address=abha_address, oid=oid)
         search.discover = await self._ask(
             "on_discover",
             DISCOVER_EVENT,
@@ -282,6 +289,34 @@ class UserLinkingFake:
             },
             timeout,
         )
+        return await self._link_and_confirm(search, link, otp, timeout)
+
+    async def patient_links(
+        self,
+        search: PatientSearch,
+        *,
+        link: Iterable[str] | None = None,
+        otp: str | Sequence[str | None] | None = None,
+        timeout: float = 5.0,
+    ) -> PatientSearch:
+        """The patient of ``search`` asks again to link under the same discovery (its ``txn_id``), as a PHR app
+        lets them after a refused OTP: a new ``abha.care_context_discover_link_init`` and its confirmations, as
+        :meth:`patient_discovers` sends them after the discovery. Returns a new :class:`PatientSearch` (its
+        ``discover`` that of ``search``)."""
+        again = PatientSearch(
+            search.txn_id, search.discover, hip_id=search.hip_id, abha_address=search.abha_address, oid=search.oid
+        )
+        return await self._link_and_confirm(again, link, otp, timeout)
+
+    async def _link_and_confirm(
+        self,
+        search: PatientSearch,
+        link: Iterable[str] | None,
+        otp: str | Sequence[str | None] | None,
+        timeout: float,
+    ) -> PatientSearch:
+        """The link request and confirmations of :meth:`patient_discovers`, under ``search``'s discovery."""
+        ids = {"hip_id": search.hip_id, "oid": search.oid, "partner_patient_id": None}
         offered = (search.discover or {}).get("patients") or []
         wanted = None if link is None else set(link)
         patients = []
@@ -307,10 +342,10 @@ class UserLinkingFake:
             "discover_link_on_init",
             LINK_INIT_EVENT,
             {
-                "abha_address": abha_address,
+                "abha_address": search.abha_address,
                 "patient": patients,
                 "request_id": str(uuid.uuid4()),
-                "txn_id": txn_id,
+                "txn_id": search.txn_id,
                 **ids,
             },
             timeout,
@@ -322,7 +357,7 @@ class UserLinkingFake:
         for attempt in typed:
             token = attempt if attempt is not None else (self.texts[-1][1] if len(self.texts) > texted else "")
             data = {
-                "linkRefNumber": search.link_init["ref_num"],
+                "linkRefNumber": search.link_init["ref_num"],  # as the PHR app: on-init's reference, echoed
                 "request_id": str(uuid.uuid4()),
                 "token": token,
                 **ids,
@@ -332,7 +367,7 @@ class UserLinkingFake:
                 break
             search.confirms.append(answer)
             if answer.get("patients"):
-                self._hold(abha_address, hip_id, oid, answer["patients"])
+                self._hold(search.abha_address, search.hip_id, search.oid, answer["patients"])
                 search.linked = tuple(cc["ref_num"] for p in answer["patients"] for cc in p["care_contexts"])
                 break
         return search
