@@ -1,10 +1,11 @@
 """Reading an ABDM FHIR document: :func:`read` turns any producer's Bundle into a typed, tolerant :class:`FhirRecord`.
 
-Tolerant means: a bundle that parses as JSON never makes :func:`read` raise. A field of the wrong type (a list
-where an object is expected, an object where a list is, a number where a string is), a missing field, an unknown
-resource type or a reference that points nowhere is read as *absent* (``None`` or an empty tuple); nothing the
-reader does not know is lost, since :attr:`FhirRecord.raw` (the decoded bundle) and :attr:`FhirRecord.resources`
-(its resources by type) keep it all.
+Tolerant means: a bundle that parses as JSON never makes :func:`read` raise (text or bytes that are not JSON are
+the library's :class:`~health_async.errors.InvalidRequest`, never a JSON library's error). A field of the wrong
+type (a list where an object is expected, an object where a list is, a number where a string is), a number that is
+not finite, a missing field, an unknown resource type or a reference that points nowhere is read as *absent*
+(``None`` or an empty tuple); nothing the reader does not know is lost, since :attr:`FhirRecord.raw` (the decoded
+bundle) and :attr:`FhirRecord.resources` (its resources by type) keep it all.
 
 Health data never appears in a ``repr``: the patient, the clinical values, names and attachments are left out (a
 record's ``repr`` shows its type and how many items of each kind it holds), and nothing here logs.
@@ -21,6 +22,7 @@ import binascii
 import datetime as dt
 import json
 import re
+import sys
 import types
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, TypeAlias
@@ -28,6 +30,7 @@ from typing import Any, Final, TypeAlias
 import attrs
 
 from .._json import JSONDecodeError, loads
+from ..errors import InvalidRequest
 from ._types import RecordType
 
 __all__ = [
@@ -70,6 +73,16 @@ _ABHA_TYPE_CODES: Final = frozenset({"HIN", "ABHA", "ABHAADDRESS", "PHR"})
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 _NUMBER: Final = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 _CLINICAL_TYPES: Final = ("Condition", "AllergyIntolerance", "Procedure", "Immunization")
+#: A leading byte order mark, as UTF-8 bytes and as text: accepted (and skipped) by :func:`read`,
+#: :func:`~health_async.fhir.validate` and ``health-async fhir``, as editors on Windows write it.
+_BOM_BYTES: Final = b"\xef\xbb\xbf"
+_BOM_TEXT: Final = "\ufeff"
+#: JSON's whitespace (RFC 8259), as bytes and as text.
+_SPACE_BYTES: Final = b" \t\n\r"
+_SPACE_TEXT: Final = " \t\n\r"
+#: The largest number read as one: beyond a double's range (``1e400``, a 400-digit integer) a number is absent.
+_LARGEST: Final = sys.float_info.max
+_AT_BYTE: Final = re.compile(r"\(byte (\d+)\)")
 
 
 # ---------------------------------------------------------------------------------------------------------- models
@@ -289,8 +302,9 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
         of one), with :attr:`FhirRecord.raw` holding it.
 
     Raises:
-        ValueError: ``bundle`` is text or bytes that are not JSON (:class:`~health_async._json.JSONDecodeError`
-            is one).
+        InvalidRequest: ``bundle`` is text or bytes that are not JSON: empty (nothing but whitespace), truncated,
+            malformed, not UTF-8, nested too deeply, or holding an integer too large to decode. The library's own
+            error (also a ``ValueError``); its message says which, and never holds the input.
         TypeError: ``bundle`` is none of the accepted types.
 
     The record type is the first found of: a ``meta.profile`` of the Composition, then of the Bundle, whose last
@@ -301,7 +315,15 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
 
     Judgement call: JSON text the strict decoder refuses is decoded again leniently (Python's ``json`` with
     ``strict=False``), because the guide's own published examples hold raw control characters inside their
-    narratives' strings; text that neither decodes is :class:`ValueError`.
+    narratives' strings; text that neither decodes is :class:`~health_async.errors.InvalidRequest`. The lenient
+    decoder also takes ``NaN``, ``Infinity`` and numbers beyond a double's range (``1e400``): tolerant, the record
+    reads such a number as absent (``None``), as it does in a decoded bundle; :func:`~health_async.fhir.validate`
+    reports each as an error.
+
+    Judgement call: a leading byte order mark (``b"\\xef\\xbb\\xbf"`` in bytes, ``"\\ufeff"`` in text) is skipped,
+    as :func:`~health_async.fhir.validate` and ``health-async fhir`` skip it: editors on Windows write it, and it
+    is no part of the JSON. A JSON value that is not an object (``[1, 2]``) is still read as an empty record, as
+    before: it is JSON, and :attr:`FhirRecord.raw` holds it.
     """
     if isinstance(bundle, (str, bytes, bytearray)):
         decoded: Any = _decode(bundle)
@@ -312,14 +334,60 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
     return _Reader(decoded).record()
 
 
+def without_bom(data: str | bytes | bytearray | memoryview) -> str | bytes:
+    """``data`` without one leading byte order mark (UTF-8 bytes ``EF BB BF``, or the character U+FEFF in text);
+    bytes-like input comes back as ``bytes``."""
+    if isinstance(data, str):
+        return data[1:] if data.startswith(_BOM_TEXT) else data
+    raw = bytes(data)
+    return raw[3:] if raw.startswith(_BOM_BYTES) else raw
+
+
+def is_blank(data: str | bytes) -> bool:
+    """True when ``data`` holds no JSON text: empty, or JSON whitespace only (a byte order mark already removed)."""
+    if isinstance(data, str):
+        return not data or (data[0] in _SPACE_TEXT and not data.strip(_SPACE_TEXT))
+    return not data or (data[:1] in _SPACE_BYTES and not data.strip(_SPACE_BYTES))
+
+
 def _decode(text: str | bytes | bytearray) -> Any:
+    """The JSON value of ``text`` (a leading byte order mark skipped); :class:`InvalidRequest` when there is none.
+
+    The error is raised outside the ``except`` blocks, so that it carries no JSON library's exception as its
+    context (:class:`json.JSONDecodeError` keeps the whole input in its ``doc``)."""
+    data = without_bom(text)
+    if is_blank(data):
+        raise InvalidRequest("the FHIR input is empty: there is no JSON text")
+    skipped = len(_BOM_BYTES) if len(data) != len(text) else 0  # msgspec's offsets count UTF-8 bytes
     try:
-        return loads(text)
+        return loads(data)
     except JSONDecodeError as strict_error:
-        try:
-            return json.loads(text, strict=False)
-        except (ValueError, RecursionError):
-            raise strict_error from None
+        reason = _reason(str(strict_error), skipped)
+    except ValueError:  # msgspec encodes text to UTF-8 first: a lone surrogate is a UnicodeEncodeError
+        reason = "it is not UTF-8 (it holds a lone surrogate)"
+    try:  # UTF-8 only, as the strict decoder (and RFC 8259): json.loads of bytes would guess UTF-16 or a 2nd BOM
+        return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data, strict=False)
+    except (ValueError, RecursionError):
+        pass
+    raise InvalidRequest(f"the FHIR input is not JSON: {reason}")
+
+
+def _reason(message: str, skipped: int) -> str:
+    """What msgspec's (or :mod:`health_async._json`'s) message says is wrong, in words that hold no input: where
+    the text breaks (a byte offset in the input as given), never what it holds."""
+    if "truncated" in message:
+        return "it ends before its JSON value does (truncated)"
+    if "out of range" in message:
+        return "it holds a number too large to decode"
+    if "nested too deeply" in message:
+        return "it is nested too deeply"
+    if "not UTF-8" in message:
+        return "it is not UTF-8"
+    if "trailing characters" in message:
+        found = _AT_BYTE.search(message)
+        return "something follows its JSON value" + (f" (at byte {int(found[1]) + skipped})" if found else "")
+    found = _AT_BYTE.search(message)
+    return "it is malformed" + (f" (at byte {int(found[1]) + skipped})" if found else "")
 
 
 class _Reader:
@@ -701,17 +769,18 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 def _number(value: Any) -> float | int | None:
-    """A number, or a string holding one (``"6.3"``); ``None`` otherwise (``NaN`` and infinities included)."""
+    """A number, or a string holding one (``"6.3"``); ``None`` otherwise (``NaN``, infinities and numbers beyond a
+    double's range included: an integer of 400 digits could be neither compared as a float nor printed)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if -_LARGEST <= value <= _LARGEST else None
     if isinstance(value, float):
         return value if value == value and value not in (float("inf"), float("-inf")) else None
     if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
         text = value.strip()
         try:
-            return int(text) if text.lstrip("+-").isdigit() else _number(float(text))
+            return _number(int(text)) if text.lstrip("+-").isdigit() else _number(float(text))
         except (ValueError, OverflowError):
             return None
     return None

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
+from collections.abc import Iterator
 from typing import Any, Final, Literal
 
 import attrs
 
 from . import _rules
+from ._read import is_blank, without_bom
 from ._types import NRCES_PROFILE_BASE, RecordType
 
 __all__ = ["Problem", "ValidationReport", "validate"]
@@ -142,6 +145,8 @@ class _Walk:
             return
         if kind not in self.t.resources:
             self.warning(path, "structure.unchecked-type", f"resource type {kind} is not described here; not checked")
+            for where in _non_finite(obj, path):  # not a number in any type: an error even where nothing is checked
+                self.error(where, "structure.format", _NOT_FINITE)
             return
         self.complex(obj, kind, path)
 
@@ -249,21 +254,48 @@ def _primitive_problem(
             return "structure.format", f"not a valid {type_name}"
     elif tv is not int and tv is not float:
         return "structure.type", f"expected a JSON number ({type_name})"
+    elif tv is float and not math.isfinite(value):
+        return "structure.format", f"not a valid {type_name}: {_NOT_FINITE}"
     return None
 
 
+_NOT_FINITE: Final = "a number is finite (NaN, Infinity and numbers beyond a double's range, such as 1e400, are not)"
+
+
+def _non_finite(value: Any, path: str) -> Iterator[str]:
+    """The paths of every NaN or infinity inside ``value`` (a resource no table describes)."""
+    if type(value) is float and not math.isfinite(value):
+        yield path
+    elif type(value) is dict:
+        for key, item in value.items():
+            yield from _non_finite(item, f"{path}.{key}")
+    elif type(value) is list:
+        for i, item in enumerate(value):
+            yield from _non_finite(item, f"{path}[{i}]")
+
+
 def _load(bundle: Any) -> tuple[Any, Problem | None]:
+    """The decoded bundle, or the one problem that stops the validation (not JSON, not a Bundle)."""
     if isinstance(bundle, (bytes, bytearray, memoryview)):
+        data = without_bom(bundle)
         try:
-            bundle = bytes(bundle).decode("utf-8")
+            bundle = data.decode("utf-8") if isinstance(data, bytes) else data
         except UnicodeDecodeError:
             return None, Problem("error", "Bundle", "json.invalid", "not UTF-8 JSON text")
+    elif isinstance(bundle, str):
+        bundle = without_bom(bundle)
     if isinstance(bundle, str):
+        if is_blank(bundle):
+            return None, Problem("error", "Bundle", "json.invalid", "empty: there is no JSON text")
         try:
             bundle = json.loads(bundle)
+        except RecursionError:
+            return None, Problem("error", "Bundle", "json.invalid", "not JSON text: nested too deeply")
         except ValueError:
             return None, Problem("error", "Bundle", "json.invalid", "not JSON text")
-    if not isinstance(bundle, dict) or bundle.get("resourceType") != "Bundle":
+    if not isinstance(bundle, dict):
+        return None, Problem("error", "Bundle", "document.bundle", "not a JSON object: expected a Bundle resource")
+    if bundle.get("resourceType") != "Bundle":
         return None, Problem("error", "Bundle", "document.bundle", "expected a JSON object with resourceType Bundle")
     return bundle, None
 
@@ -271,7 +303,16 @@ def _load(bundle: Any) -> tuple[Any, Problem | None]:
 def validate(bundle: dict[str, Any] | str | bytes) -> ValidationReport:
     """Check an ABDM document Bundle offline: FHIR R4 structure, FHIR's document rules and the NRCeS profile of its
     Composition. Accepts the parsed JSON (a dict), JSON text or bytes; never raises on any input (what is not
-    JSON is a report with one ``json.invalid`` error).
+    JSON is a report with one ``json.invalid`` error, whose message says whether the input is empty, nothing but
+    whitespace included, or not JSON; a JSON value that is not an object is one ``document.bundle`` error).
+
+    A leading byte order mark (``b"\\xef\\xbb\\xbf"`` in bytes, ``"\\ufeff"`` in text) is skipped, as
+    :func:`~health_async.fhir.read` and ``health-async fhir`` skip it: it is no part of the JSON.
+
+    A FHIR decimal is finite: ``NaN``, ``Infinity`` and a number beyond a double's range (``1e400`` in JSON text,
+    which decodes to an infinity) are ``structure.format`` errors at their path, in a dict (``float("nan")``) as
+    in JSON text (which Python's ``json`` decodes them from, although they are not JSON). Judgement call: in a
+    resource of a type the validator does not check (a warning), such a number is still an error at its path.
 
     Judgement call: a resource type outside the 23 the seven profiles use (e.g. Media, PractitionerRole) is a
     warning (``structure.unchecked-type``), not an error: FHIR allows it, this validator just has no table for it.

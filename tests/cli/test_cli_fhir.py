@@ -114,6 +114,41 @@ def test_validate_json_is_one_object_per_file(capsys: pytest.CaptureFixture[str]
     )
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_leading_bom_is_skipped_by_validate_and_show(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As an editor on Windows saves the file: validate refused it as "not JSON text" while show read it."""
+    path = tmp_path / "bom.json"
+    path.write_bytes(BOM + LAB.read_bytes())
+    code, out, err = run(capsys, "fhir", "validate", str(path))
+    assert (code, out, err) == (0, "", "1 file, 1 valid\n")
+    code, out, _ = run(capsys, "fhir", "show", str(path))
+    assert code == 0 and out.startswith("DiagnosticReportRecord, ")
+    _stdin(monkeypatch, BOM + LAB.read_bytes())
+    code, out, err = run(capsys, "fhir", "validate", "-")
+    assert (code, out, err) == (0, "", "1 file, 1 valid\n")
+
+
+@pytest.mark.parametrize("content", [b"", b" \n", BOM], ids=["empty", "whitespace", "bom-only"])
+def test_validate_reports_an_empty_file_as_empty_exit_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes
+) -> None:
+    """Read, so not "unreadable": a file with one error, which says the file is empty (exit 1, as any error)."""
+    path = tmp_path / "empty.json"
+    path.write_bytes(content)
+    code, out, err = run(capsys, "fhir", "validate", str(path), str(LAB))
+    assert code == 1 and err == "2 files, 1 valid\n"
+    assert out == f"{path}: error Bundle json.invalid empty: there is no JSON text\n"
+    code, out, _ = run(capsys, "fhir", "validate", "--json", str(path))
+    assert code == 1
+    assert orjson.loads(out)["problems"] == [
+        {"severity": "error", "path": "Bundle", "rule": "json.invalid", "message": "empty: there is no JSON text"}
+    ]
+
+
 def test_validate_reads_stdin_as_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _stdin(monkeypatch, LAB.read_bytes())
     code, out, err = run(capsys, "fhir", "validate", "--json", "-")
@@ -268,11 +303,14 @@ def test_show_from_stdin(capsys: pytest.CaptureFixture[str], monkeypatch: pytest
     ("content", "message"),
     [
         (b"Asha Sharma 1990-02-03", "the file is not JSON"),
+        (b'{"name": "Asha Sharma"', "the file is not JSON"),
+        (b"", "the file is empty"),
+        (b"\xef\xbb\xbf \n", "the file is empty"),
         (b'["Asha Sharma"]', "the file is not a FHIR resource (a JSON object with a resourceType)"),
         (b'{"name": "Asha Sharma"}', "the file is not a FHIR resource (a JSON object with a resourceType)"),
         (None, None),
     ],
-    ids=["not-json", "array", "no-resource-type", "missing"],
+    ids=["not-json", "truncated", "empty", "bom-and-whitespace", "array", "no-resource-type", "missing"],
 )
 def test_show_what_is_not_a_record_is_one_line_exit_2_without_its_content(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, content: bytes | None, message: str | None

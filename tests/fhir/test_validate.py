@@ -231,3 +231,74 @@ def test_structure_errors_are_refused_by_the_oracle_too(name: str, change: Any, 
     assert not validate(data).ok
     with pytest.raises(ValueError):  # pydantic's ValidationError is a ValueError
         fhir_bundle.Bundle.model_validate(data)
+
+
+# ------------------------------------------------------------------------------- empty input, BOM, finite decimals
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("record_type", [RecordType.PRESCRIPTION, RecordType.DIAGNOSTIC_REPORT])
+def test_a_leading_bom_is_skipped_in_bytes_and_in_text(record_type: RecordType) -> None:
+    """As ``fhir.read`` and ``health-async fhir show`` take it: an editor's BOM is no part of the JSON."""
+    data = (EXAMPLES / FILES[record_type]).read_bytes()
+    plain = validate(data)
+    assert plain.ok
+    assert validate(BOM + data) == plain
+    assert validate((BOM + data).decode("utf-8")) == plain  # the str starts with U+FEFF
+
+
+@pytest.mark.parametrize("empty", [b"", "", b"  \n\t", " \r\n", BOM, "\ufeff", BOM + b"\n", "\ufeff "])
+def test_empty_input_is_reported_as_empty(empty: str | bytes) -> None:
+    report = validate(empty)
+    assert [(p.path, p.rule) for p in report.problems] == [("Bundle", "json.invalid")]
+    assert "empty" in report.problems[0].message
+
+
+@pytest.mark.parametrize("junk", [b"{", '{"resourceType": "Bundle"', b"\n{\n", BOM + b"[", "\ufeff\ufeff{}"])
+def test_truncated_input_is_not_json(junk: str | bytes) -> None:
+    report = validate(junk)
+    assert [(p.rule, p.message) for p in report.problems] == [("json.invalid", "not JSON text")]
+
+
+def test_a_json_value_that_is_not_an_object_says_so() -> None:
+    for junk in ("[1, 2]", b"null", "1e400", b"NaN"):
+        (problem,) = validate(junk).problems
+        assert (problem.rule, problem.message) == ("document.bundle", "not a JSON object: expected a Bundle resource")
+
+
+_QUANTITY = "Bundle.entry[5].resource.valueQuantity.value"
+
+
+def _lab_with(value: Any) -> dict[str, Any]:
+    data = example(RecordType.DIAGNOSTIC_REPORT)
+    assert data["entry"][5]["resource"]["resourceType"] == "Observation"
+    data["entry"][5]["resource"]["valueQuantity"]["value"] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("decoded", "literal"),
+    [(float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity"), (float("inf"), "1e400")],
+    ids=["nan", "inf", "-inf", "1e400"],
+)
+def test_a_decimal_is_finite_in_a_dict_and_in_json_text(decoded: float, literal: str) -> None:
+    """Python's ``json`` decodes ``NaN``/``Infinity`` (not JSON) and ``1e400`` (out of a double's range, to inf):
+    each is an error at its path, as ``float("nan")`` in a dict is; the message holds no value."""
+    assert validate(_lab_with(6.3)).ok
+    text = json.dumps(_lab_with("@@@")).replace('"@@@"', literal)
+    for given in (_lab_with(decoded), text, text.encode()):
+        report = validate(given)
+        assert [(p.path, p.rule) for p in report.errors] == [(_QUANTITY, "structure.format")]
+        assert "finite" in report.errors[0].message
+        assert report.record_type is RecordType.DIAGNOSTIC_REPORT
+
+
+def test_a_non_finite_number_in_an_unchecked_resource_is_still_an_error() -> None:
+    data = example(RecordType.DIAGNOSTIC_REPORT)
+    data["entry"].append({"fullUrl": "urn:uuid:x", "resource": {"resourceType": "Media", "x": [{"y": float("nan")}]}})
+    report = validate(data)
+    n = len(data["entry"]) - 1
+    assert [(p.path, p.rule) for p in report.errors] == [(f"Bundle.entry[{n}].resource.x[0].y", "structure.format")]
+    assert [p.rule for p in report.warnings] == ["structure.unchecked-type"]

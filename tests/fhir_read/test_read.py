@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from health_async import InvalidRequest
 from health_async.fhir import (
     Attachment,
     FhirRecord,
@@ -363,6 +364,71 @@ def test_what_is_not_a_bundle() -> None:
         read("{not json")
     with pytest.raises(TypeError):
         read(42)  # type: ignore[arg-type]
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("name", ["Prescription-example-06", "DiagnosticReport-Lab-example-03"])
+def test_a_leading_bom_is_skipped_in_bytes_and_in_text(name: str) -> None:
+    data = example(name)
+    expected = read(data).record_type
+    assert expected is not None
+    assert read(BOM + data).record_type is expected
+    assert read((BOM + data).decode("utf-8")).record_type is expected  # U+FEFF first: refused before the fix
+    assert read(bytearray(BOM + data)).record_type is expected
+
+
+@pytest.mark.parametrize("empty", [b"", "", b" \n\t\r", "  ", BOM, "\ufeff", BOM + b"\n", bytearray()])
+def test_empty_input_is_the_librarys_error_saying_empty(empty: str | bytes) -> None:
+    with pytest.raises(InvalidRequest, match=r"^the FHIR input is empty: there is no JSON text$") as info:
+        read(empty)
+    assert isinstance(info.value, ValueError)  # as before: code that caught ValueError still does
+    assert info.value.__cause__ is None and info.value.__context__ is None
+
+
+@pytest.mark.parametrize(
+    ("junk", "reason"),
+    [
+        (b'{"resourceType": "Patient", "name": [{"text": "Asha Sharma"', "it ends before its JSON value does"),
+        ('{"resourceType": "Patient", "name": "Asha', "it ends before its JSON value does"),
+        (BOM + b'{"name": "Asha Sharma"} Asha', "something follows its JSON value (at byte 28)"),
+        (b"Asha Sharma", "it is malformed (at byte 0)"),
+        ("\ufeff\ufeff{}", "it is malformed (at byte 3)"),
+        (b'{"name": "Asha\xff"}', "it is not UTF-8"),
+        (b"[" * 100_000, "it is nested too deeply"),
+        ('{"size": 1' + "0" * 5000 + "}", "it holds a number too large to decode"),
+    ],
+    ids=["truncated-bytes", "truncated-str", "trailing", "malformed", "two-boms", "not-utf8", "deep", "huge-int"],
+)
+def test_what_is_not_json_is_the_librarys_error_without_the_content(junk: str | bytes, reason: str) -> None:
+    """Never msgspec's DecodeError (nor json's, whose ``doc`` holds the whole input) as the error or its context."""
+    with pytest.raises(InvalidRequest) as info:
+        read(junk)
+    assert str(info.value).startswith(f"the FHIR input is not JSON: {reason}")
+    assert "Asha" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__context__ is None
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" + "0" * 400])
+def test_non_finite_numbers_are_read_as_absent_in_text_and_in_a_dict(literal: str) -> None:
+    """Tolerant: ``NaN``/``Infinity`` (not JSON) and numbers beyond a double's range decode (leniently) and are
+    read as absent, where a value, a range, a size or a dosage is expected; never a crash."""
+    observation = {
+        "resourceType": "Observation",
+        "valueQuantity": {"value": "@@@", "unit": "mg"},
+        "referenceRange": [{"low": {"value": "@@@"}, "high": {"value": "@@@"}}],
+        "component": [{"valueRange": {"low": {"value": "@@@"}}}, {"valueInteger": "@@@"}],
+    }
+    media = {"resourceType": "Media", "content": {"contentType": "text/plain", "size": "@@@", "data": "YWJj"}}
+    text = json.dumps(bundle(observation, media)).replace('"@@@"', literal)
+    decoded = json.loads(text)  # float("nan"), float("inf") or an int of 401 digits, in a dict
+    for source in (text, text.encode(), decoded):
+        record = read(source)
+        (obs,) = record.observations
+        assert (obs.value, obs.unit, obs.low, obs.high) == (None, "mg", None, None)
+        assert [c.value for c in obs.components] == [None, None]
+        assert record.attachments[0].size == 3  # the declared size is absent: computed from the data
 
 
 # ---------------------------------------------------------------------------------------------------- tolerance

@@ -17,8 +17,10 @@
 Judgement call (a file ``validate`` cannot read): it fails alone, as a file of ``upload FILE...`` does: a result
 of its own (text ``FILE: cannot read: the input file does not exist``; JSON with ``"ok": false`` and an
 ``"error"``), counted in the summary, exit 1; every other file is still checked. Only ``-`` with stdin closed, or
-``-`` given twice, is bad usage (exit 2, nothing checked). ``show`` reads one file: one it cannot read, or that is
-not a JSON object with a ``resourceType``, is bad input (one line on stderr, exit 2).
+``-`` given twice, is bad usage (exit 2, nothing checked). ``show`` reads one file: one it cannot read, that is
+empty, or that is not a JSON object with a ``resourceType``, is bad input (one line on stderr, exit 2). An empty
+file given to ``validate`` is a file with an error (``json.invalid``, "empty"), exit 1. Both commands skip a
+leading UTF-8 byte order mark, as :func:`health_async.fhir.read` and :func:`health_async.fhir.validate` do.
 
 Judgement call (``show`` and the ABHA address): nothing is masked. The file is the user's, the output goes where
 they asked (stdout, their terminal) and already holds the name and birth date; masking the ABHA number and address
@@ -96,6 +98,12 @@ def _read_all(source: str) -> bytes:
         if source != "-":
             stream.close()
     return data.encode("utf-8") if isinstance(data, str) else data
+
+
+def _blank(data: bytes) -> bool:
+    """True for a file with no JSON text: empty, or a byte order mark and whitespace only (as ``fhir.read`` and
+    ``fhir.validate`` see it)."""
+    return not data.removeprefix(b"\xef\xbb\xbf").strip(b" \t\n\r")
 
 
 def _check_sources(files: Sequence[str]) -> None:
@@ -330,9 +338,12 @@ async def cmd_show(args: argparse.Namespace) -> int:
     """``fhir show FILE``: the record for a person (``--json``: one object); exit 2 for a file that is none."""
     _check_sources([args.file])
     data = _read_all(args.file)
+    if _blank(data):
+        _say("show", "the file is empty")
+        return 2
     try:
         record = fhir.read(data)
-    except ValueError:
+    except ValueError:  # fhir.read's InvalidRequest: its reason is for a program, this line for a person
         _say("show", "the file is not JSON")
         return 2
     raw = record.raw
