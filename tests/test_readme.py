@@ -14,6 +14,12 @@ A block that is a fragment (a piece of a larger program: the names it uses are d
 body of a function) says so with ``<!-- readme-test: fragment -->`` on the line before its fence, and is only
 compiled. Both sides are checked: a block that runs may use no name it does not define (else it would pass
 without running its code), and a fragment must be one (else it should run).
+
+A block meant for the REPL (one that runs and is not a program of its own: no ``asyncio.run``, no ``test_``
+functions) must also paste there: no blank line inside an indented block, since the REPL ends a compound statement
+(a ``def``, a ``class``, an ``async with``) at its first blank line and would run the rest at the top level, and
+it refuses a top-level statement that follows a block with no blank line between. Blank lines between top-level
+statements, inside brackets or inside a string are fine.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ import builtins
 import datetime
 import gc
 import inspect
+import io
+import itertools
 import re
 import sys
+import tokenize
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -81,6 +90,52 @@ FRAGMENTS = [(where, source) for where, source, fragment in BLOCKS if fragment]
 RUNNABLE = [(where, source) for where, source, fragment in BLOCKS if not fragment]
 
 
+#: The runnable blocks meant for the REPL: not a program run as a file (``asyncio.run``) nor a module of tests.
+REPL = [
+    (where, source)
+    for where, source in RUNNABLE
+    if "asyncio.run(" not in source and not re.search(r"^(?:async )?def test_", source, re.MULTILINE)
+]
+_LAYOUT = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT})
+
+
+def blank_lines_inside_blocks(source: str) -> list[int]:
+    """The line numbers of the blank lines of ``source`` that sit inside an indented block: outside brackets and
+    strings, and followed by an indented line (a blank line the REPL takes as the end of the block)."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    depth = 0
+    found: list[int] = []
+    for index, token in enumerate(tokens):
+        if token.type == tokenize.OP and token.string in "([{":
+            depth += 1
+        elif token.type == tokenize.OP and token.string in ")]}":
+            depth -= 1
+        elif token.type == tokenize.NL and depth == 0 and not token.line.strip():
+            after = next((t for t in tokens[index + 1 :] if t.type not in _LAYOUT), None)
+            if after is not None and after.type != tokenize.ENDMARKER and after.start[1] > 0:
+                found.append(token.start[0])
+    return found
+
+
+#: The words that carry a compound statement on at the top level (no blank line wanted before them).
+_CONTINUED = frozenset({"except", "else", "elif", "finally"})
+
+
+def statements_right_after_blocks(source: str) -> list[int]:
+    """The line numbers of the top-level statements of ``source`` that follow an indented block with no blank line
+    between (the REPL takes such a line as part of the block, and refuses it: ``SyntaxError``)."""
+    lines = source.splitlines()
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    found: list[int] = []
+    for token, after in itertools.pairwise(tokens):
+        if token.type != tokenize.DEDENT or token.start[1] != 0 or after.type in (tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        row = token.start[0]
+        if after.string not in _CONTINUED and row >= 2 and lines[row - 2].strip():
+            found.append(row)
+    return found
+
+
 def _compile(source: str, where: str) -> Any:
     return compile(source, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
@@ -124,6 +179,35 @@ def test_a_fragment_compiles_and_is_one(where: str, source: str) -> None:
 def test_a_runnable_block_defines_what_it_uses(where: str, source: str) -> None:
     undefined = _undefined_names(source)
     assert not undefined, f"uses {sorted(undefined)}: define them in the block, or mark it as a fragment"
+
+
+def test_the_blank_line_check_finds_what_the_repl_stops_at() -> None:
+    inside = "async with x as c:\n    await c.a()\n\n    await c.b()\n"
+    assert blank_lines_inside_blocks(inside) == [3]
+    between = 'def f():\n    return 1\n\n\nx = [\n    1,\n\n    2,\n]\ns = """a\n\n    b"""\n'
+    assert blank_lines_inside_blocks(between) == []
+    nested = "class A:\n    def f(self):\n        return 1\n\n    def g(self):\n        return 2\n"
+    assert blank_lines_inside_blocks(nested) == [4]
+    assert statements_right_after_blocks("for i in x:\n    f(i)\nprint(i)\n") == [3]
+    assert statements_right_after_blocks("for i in x:\n    f(i)\n\nprint(i)\ntry:\n    f()\nexcept E:\n    g()\n") == []
+
+
+def test_most_runnable_blocks_are_for_the_repl() -> None:
+    assert len(REPL) >= len(RUNNABLE) // 2, f"only {len(REPL)} of {len(RUNNABLE)} runnable blocks are for the REPL"
+
+
+@pytest.mark.parametrize(("where", "source"), REPL, ids=[where for where, _ in REPL])
+def test_a_repl_block_pastes_into_the_repl(where: str, source: str) -> None:
+    lines = blank_lines_inside_blocks(source)
+    assert not lines, (
+        f"blank line(s) {lines} of the block inside an indented block: pasted into `python -m asyncio`, the block "
+        "ends there; remove them (or a comment line instead), or make the example a program (asyncio.run)"
+    )
+    lines = statements_right_after_blocks(source)
+    assert not lines, (
+        f"line(s) {lines} of the block follow an indented block with no blank line: pasted into `python -m asyncio`, "
+        "they are a SyntaxError; put a blank line before them"
+    )
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ async def test_link_then_list(server: FakeHealthServer, client: ha.HealthClient)
     assert held["visit-2"]["data"] == {**BUNDLE, "id": "2"} and held["visit-0"]["data"] is None
     assert held["visit-0"]["hi_type"] == "OPConsultation"
     sent = next(r for r in server.requests if r.route == "care_contexts_link")
-    assert sent.headers["X-Pt-Id"] == "oid-1"
+    assert "X-Pt-Id" not in sent.headers  # the body names the patient: the client's user_id is not sent
     await client.abdm.link_care_contexts(visits(1), oid="oid-7")
     linked = await client.abdm.linked_care_contexts("HIP-1", oid="oid-7")
     assert [c.care_context_id for c in linked] == ["visit-0"]

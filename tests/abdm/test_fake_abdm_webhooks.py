@@ -67,7 +67,7 @@ async def test_each_link_is_reported_by_a_signed_webhook_linked_or_errored(
         assert event.service == "abdm" and event.client_id == server.client_id and event.business_id
         assert event.event_time is not None and event.timestamp is not None and event.signed_at is not None
         assert result.retry_count == 0 and result.hip_id == "HIP-1" and result.abha_address == "shyam@sbx"
-        assert result.oid == "oid-1"  # no oid in the body: the X-Pt-Id header's
+        assert result.oid is None  # no oid in the body, and the client's user_id is not sent beside a named patient
         assert set(event.data) == {
             "abha_address", "hip_id", "care_context_id", "status", "error", "retry_count", "oid",
             "partner_patient_id",
@@ -223,9 +223,9 @@ async def test_the_linked_list_finds_a_link_by_its_oid(server: FakeHealthServer,
     linked = await client.abdm.linked_care_contexts("HIP-1", oid="oid-7")
     assert [c.care_context_id for c in linked] == ["cc-1", "cc-2"]
     assert await client.abdm.linked_care_contexts("HIP-1") == ()  # X-Pt-Id oid-1: not this patient's links
-    # without an oid in the body, the link's OID is the X-Pt-Id header's (the client's user, oid-1)
+    # a link for another patient, named by ABHA address only, is not filed under the client's user (oid-1)
     await client.abdm.link_care_contexts(visits("cc-3"), abha_address="ram@sbx")
-    assert [c.care_context_id for c in await client.abdm.linked_care_contexts("HIP-1")] == ["cc-3"]
+    assert await client.abdm.linked_care_contexts("HIP-1") == ()
     assert [c.care_context_id for c in await client.abdm.linked_care_contexts("HIP-1", oid="oid-7")] == [
         "cc-1",
         "cc-2",

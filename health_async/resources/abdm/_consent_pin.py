@@ -47,9 +47,9 @@ from ...errors import (
     ResponseValidationError,
 )
 from ...models.abdm._consents import PinOtpSent, PinResetStep, PinScope, parse_pin_exists
-from .._abdm_errors import abha_refusal, not_on_500
 from .._flow import Clock, GuidedFlow, field, open_state, time_field
 from ._base import AbdmBase
+from ._errors import abha_refusal, not_on_500
 
 __all__ = ["PIN_LENGTH", "STATE_VERSION", "ConsentPinMixin", "ConsentPinReset", "normalize_consent_pin", "resume"]
 

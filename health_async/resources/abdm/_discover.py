@@ -43,10 +43,10 @@ from ..._retry import RetryPolicy
 from ..._wire import structure, structure_many
 from ...errors import InvalidRequest
 from ...models.abdm._discover import Discovery, LinkConfirmed, LinkOtpSent, Provider
-from .._abdm_errors import not_on_500, typed_refusals
 from . import _discover_flow
 from ._base import AbdmBase
 from ._discover_flow import DiscoverAndLink
+from ._errors import not_on_500, typed_refusals
 
 __all__ = ["MAX_REF_ID", "MIN_PROVIDER_NAME", "DiscoverMixin", "normalize_hip_id", "normalize_ref_id"]
 

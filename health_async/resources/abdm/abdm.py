@@ -3,10 +3,11 @@ list the linked ones, tell a patient by SMS that records wait to be linked, and 
 the bundles encrypted by ABDM's ECDH scheme (:mod:`health_async.abdm_crypto`).
 
 Paths and shapes: ``registration.yml`` (``/abdm/v1/care-contexts/*``, ``/abdm/v1/hip/care-context/data/on-fetch``).
-Every call sends the optional ``X-Pt-Id`` / ``X-Partner-Pt-Id`` / ``X-Hip-Id`` headers the client or the call
-gives. Links and pushes are not idempotent (a repeat would link or deliver twice): they are sent once, and an
-unknown outcome raises :class:`~health_async.errors.OutcomeUnknown` (check :meth:`Abdm.linked_care_contexts`
-before linking again).
+Every call sends the optional ``X-Pt-Id`` / ``X-Partner-Pt-Id`` / ``X-Hip-Id`` headers the call gives, and the
+client's ``partner_hip_id``; the client's ``user_id`` / ``partner_user_id`` are not sent by a call that names its
+patient in the body (a link, by ABHA address or id; an SMS, by mobile). Links and pushes are not idempotent (a
+repeat would link or deliver twice): they are sent once, and an unknown outcome raises
+:class:`~health_async.errors.OutcomeUnknown` (check :meth:`Abdm.linked_care_contexts` before linking again).
 """
 
 from __future__ import annotations
@@ -180,8 +181,10 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> None:
         """``POST /abdm/v1/care-contexts/link``: link visits to the patient's ABHA (named by ``abha_address``,
-        or by ``oid`` / ``partner_user_id`` when the service knows the patient by them). Answered 202: the
-        outcome of each link comes later, in an ``abha.link_care_context`` webhook (``LINKED`` / ``ERRORED``).
+        or by ``oid`` / ``partner_user_id`` when the service knows the patient by them; those two are also sent as
+        ``X-Pt-Id`` / ``X-Partner-Pt-Id``, the client's ``user_id`` / ``partner_user_id`` never: the body names the
+        patient). Answered 202: the outcome of each link comes later, in an ``abha.link_care_context`` webhook
+        (``LINKED`` / ``ERRORED``).
 
         A care context with ``data`` (its FHIR bundle) is stored by the service, which then answers data requests
         for it itself; without, you answer them (:meth:`push_health_data`). Each ``data`` bundle is validated
@@ -220,7 +223,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
             "POST",
             R.PATH_CARE_CONTEXTS_LINK,
             operation="care_contexts_link",
-            headers=self._headers(oid, partner_user_id),
+            headers=self._named_patient_headers(oid, partner_user_id),
             json=body,
             retry=retry,
             timeout=timeout,
@@ -236,7 +239,16 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         timeout: float | NotGiven | None = NOT_GIVEN,
     ) -> tuple[LinkedCareContext, ...]:
         """``GET /abdm/v1/care-contexts/linked``: the care contexts linked at your facility ``hip_id`` (for the
-        patient ``oid``, or the client's ``user_id``), with where each stands in the exchange."""
+        patient ``oid``, or the client's ``user_id``), with where each stands in the exchange.
+
+        Raises:
+            InvalidRequest: no patient (neither ``oid`` here nor ``user_id`` on the client: the service would answer
+                an empty list, which reads as "nothing linked"), or a value not sendable; nothing sent.
+        """
+        if oid is None and self._client.user_id is None:
+            raise InvalidRequest(
+                "linked_care_contexts needs the patient: pass oid= here or user_id= to HealthClient (nothing sent)"
+            )
         params = [("hip_id", check_header_value("hip_id", hip_id))]
         if oid is not None:
             params.append(("oid", check_header_value("oid", oid)))
@@ -268,7 +280,7 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
             "POST",
             R.PATH_CARE_CONTEXTS_NOTIFY,
             operation="care_contexts_notify",
-            headers=self._headers(),
+            headers=self._named_patient_headers(),  # the patient is the mobile: no default X-Pt-Id
             json={"mobile_number": normalize_mobile(mobile)},
             retry=retry,
             timeout=timeout,

@@ -35,8 +35,11 @@ so any HTTP 400 with that body answered to a PIN check (``pin/verify``, and the 
 shape has been checked here).
 
 Every call sends the optional ``X-Pt-Id`` / ``X-Partner-Pt-Id`` / ``X-Hip-Id`` headers the client or the call gives
-(``oid`` and ``partner_user_id`` override the first two); the operations that define the ``oid`` query parameter
-(approve, deny, revoke, auto-approval) also get it when ``oid`` is given.
+(``oid`` and ``partner_user_id`` override the first two), except that a call naming its patient in the body
+(:meth:`Consents.create`; :meth:`Consents.list` with ``abha_address`` or ``patient_oid``; :meth:`Consents.details`
+with ``abha_address``) sends the first two only when the call gives them, never the client's ``user_id`` /
+``partner_user_id`` (they name another patient); the operations that define the ``oid`` query parameter (approve,
+deny, revoke, auto-approval) also get it when ``oid`` is given.
 """
 
 from __future__ import annotations
@@ -297,7 +300,7 @@ class Consents(ConsentPinMixin):
             R.PATH_CONSENTS_CREATE,
             "consents_create",
             once=True,
-            headers=self._headers(oid, partner_user_id),
+            headers=self._named_patient_headers(oid, partner_user_id),  # the body names the patient
             json=body,
             retry=retry,
             timeout=timeout,
@@ -345,7 +348,7 @@ class Consents(ConsentPinMixin):
             R.PATH_CONSENTS_LIST,
             "consents_list",
             once=False,
-            headers=self._headers(oid, partner_user_id),
+            headers=(self._named_patient_headers if patient else self._headers)(oid, partner_user_id),
             json=body,
             retry=retry,
             timeout=timeout,
@@ -384,7 +387,7 @@ class Consents(ConsentPinMixin):
             R.PATH_CONSENTS_DETAILS,
             "consents_details",
             once=False,
-            headers=self._headers(oid, partner_user_id),
+            headers=(self._named_patient_headers if abha_address is not None else self._headers)(oid, partner_user_id),
             json=body,
             retry=retry,
             timeout=timeout,

@@ -51,7 +51,7 @@ from ..._wire import structure
 from ...errors import InvalidRequest
 from ...models.abha._kyc import AbhaSessionToken, KycMethod, KycResult, SessionStatus
 from ...models.abha._registration import OtpSent
-from .._abdm_errors import not_on_500, typed_refusals
+from ..abdm._errors import not_on_500, typed_refusals
 from . import _flows as _abha_flow
 from ._base import AbhaBase, AbhaOptions
 from ._flows import AbhaSession, KycUpgrade, normalize_user_token
@@ -262,8 +262,9 @@ class AbhaKycMixin(AbhaBase):
         checks_otp: bool,
         **options: Unpack[AbhaOptions],
     ) -> Any:
-        """``_post(..., once=True)`` with ABHA error bodies typed (:func:`~._abdm_errors.typed_refusals`): a
-        definite refusal (a wrong OTP, a rate limit, a block) is raised as such, never as an unknown outcome."""
+        """``_post(..., once=True)`` with ABHA error bodies typed
+        (:func:`~health_async.resources.abdm._errors.typed_refusals`): a definite refusal (a wrong OTP, a rate limit,
+        a block) is raised as such, never as an unknown outcome."""
         return await typed_refusals(
             self._post(path, operation, body, once=True, **options), operation, checks_otp=checks_otp
         )

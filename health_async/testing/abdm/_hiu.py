@@ -49,7 +49,7 @@ from ...abdm_crypto import KeyMaterial
 from .. import _routes as R
 from .._domain import Domain
 from ..webhooks._send import Outcome
-from ._hospital import FakeAbdm
+from ._hospital import CONSENT_UPDATE_EVENT, CONSENT_UPDATE_SERVICE, FakeAbdm, consent_update_data
 
 if TYPE_CHECKING:
     from .._common import RecordedRequest
@@ -67,9 +67,6 @@ __all__ = [
 
 ROUTES: Final[tuple[str, ...]] = ("hiu_keyset", "hiu_data_on_push")
 DATA_PUSH_EVENT: Final = "abha.hiu_data_push"
-CONSENT_UPDATE_EVENT: Final = "abha.consent_update"
-#: The envelope's ``service`` of :data:`CONSENT_UPDATE_EVENT` (``consent-update.mdx``; the other ABDM pages: ``abdm``).
-CONSENT_UPDATE_SERVICE: Final = "abha"
 _NONCE_SIZE: Final = 32
 #: ABDM health-information type -> the guide's example document sent for it (a file of ``_documents/``).
 DOCUMENTS: Final = {
@@ -110,13 +107,6 @@ def _b64(value: object) -> bytes | None:
 
 def _text(value: object) -> bool:
     return isinstance(value, str) and bool(value)
-
-
-def _artefacts(artefact_ids: list[str]) -> dict[str, str] | list[dict[str, str]]:
-    """``consentArtefacts`` of a consent update: one ``{id}`` object, as ``consent-update.mdx`` shows it, when the
-    change names one artefact; a list of them otherwise (the page shows no other case)."""
-    refs = [{"id": artefact_id} for artefact_id in artefact_ids]
-    return refs[0] if len(refs) == 1 else refs
 
 
 def example_document(hi_type: str) -> dict[str, Any]:
@@ -216,16 +206,7 @@ class FakeHiu(Domain):
         abdm = getattr(self.server, "abdm", None)
         if not isinstance(abdm, FakeAbdm) or not abdm.webhooks_registered:
             return
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-        data = {
-            "timestamp": now,
-            "status": change["status"],
-            "notification": {
-                "consentRequestId": change["consent_id"],
-                "status": change["status"],
-                "consentArtefacts": _artefacts(change["artefact_ids"]),
-            },
-        }
+        data = consent_update_data(change["consent_id"], change["status"], change["artefact_ids"])
         abdm.in_background(self._notify(data))
 
     async def _notify(self, data: dict[str, Any]) -> None:

@@ -25,7 +25,13 @@ only, as :func:`~health_async.testing.send_webhook`: ``ValueError`` otherwise, o
 unregisters); unregistered, nothing is sent. :meth:`FakeAbdm.fail_links` ``(care_context_ids, error=LINK_ERROR)``
 makes every later link of those ids end ``ERRORED`` with that ``error`` (the others end ``LINKED``).
 ``await`` :meth:`FakeAbdm.send_data_request` ``(care_contexts, **as data_request)`` sends a data request as an
-``abha.hip_data_fetch`` webhook and returns ``(transaction_id, status)`` (:class:`DataRequestSent`).
+``abha.hip_data_fetch`` webhook and returns ``(transaction_id, status)`` (:class:`DataRequestSent`); with
+``consent_id=`` the request names the consent it is made under (``data.consent_id``, which the vendor's page does
+not show: a test of a hospital's consent checks). ``await`` :meth:`FakeAbdm.send_consent_update`
+``(consent_id, status, artefact_ids=())`` tells the hospital a consent changed (an ``abha.consent_update``
+webhook, as ``consent-update.mdx`` shows it) and returns ``(transaction_id, status)``. :meth:`FakeAbdm.received`
+and :meth:`FakeAbdm.hiu_key` raise :class:`UnknownTransaction` (a ``LookupError``) for a transaction the fake
+made no data request for.
 :attr:`FakeAbdm.deliveries` lists every attempt as ``(event name, HTTP status or the exception's type name)``;
 ``await`` :meth:`FakeAbdm.flush` waits for the webhooks still being sent.
 
@@ -79,6 +85,8 @@ if TYPE_CHECKING:
     from .._domain import Server
 
 __all__ = [
+    "CONSENT_UPDATE_EVENT",
+    "CONSENT_UPDATE_SERVICE",
     "DELIVERY_ATTEMPTS",
     "REDELIVERIES",
     "REDELIVERY_DELAY",
@@ -86,6 +94,8 @@ __all__ = [
     "DataRequestSent",
     "FakeAbdm",
     "PatientSearch",
+    "UnknownTransaction",
+    "consent_update_data",
 ]
 
 ROUTES: Final[tuple[str, ...]] = (
@@ -103,10 +113,44 @@ DELIVERY_ATTEMPTS: Final = 1 + REDELIVERIES
 LINK_ERROR: Final = "care context could not be linked (FakeAbdm.fail_links)"
 LINK_EVENT: Final = "abha.link_care_context"
 DATA_FETCH_EVENT: Final = "abha.hip_data_fetch"
+CONSENT_UPDATE_EVENT: Final = "abha.consent_update"
+#: The envelope's ``service`` of :data:`CONSENT_UPDATE_EVENT` (``consent-update.mdx``; the other ABDM pages: ``abdm``).
+CONSENT_UPDATE_SERVICE: Final = "abha"
+
+
+class UnknownTransaction(LookupError):
+    """The fake made no data request with this transaction id (:meth:`FakeAbdm.received`, :meth:`FakeAbdm.hiu_key`).
+
+    A ``LookupError``: give them the id :meth:`FakeAbdm.send_data_request` returned (the webhook envelope's), or the
+    ``transaction_id`` of the ``data`` :meth:`FakeAbdm.data_request` returned; :meth:`FakeAbdm.reset` forgets them."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(
+            f"server.abdm.{method}: the fake made no data request with this transaction id; pass the one "
+            "send_data_request(...) returned (.transaction_id), or data_request(...)['transaction_id'] (made "
+            "since the last reset)"
+        )
+
+
+def consent_update_data(consent_id: str, status: str, artefact_ids: Iterable[str] = ()) -> dict[str, Any]:
+    """The ``data`` of an ``abha.consent_update`` webhook as ``consent-update.mdx`` shows it: ``{timestamp, status,
+    notification: {consentRequestId, status, consentArtefacts}}``, ``consentArtefacts`` one ``{id}`` object when
+    one artefact is named (the page's shape), a list of them otherwise (judgement call: the page shows no other
+    case)."""
+    refs = [{"id": artefact_id} for artefact_id in artefact_ids]
+    return {
+        "timestamp": _now(),
+        "status": status,
+        "notification": {
+            "consentRequestId": consent_id,
+            "status": status,
+            "consentArtefacts": refs[0] if len(refs) == 1 else refs,
+        },
+    }
 
 
 class DataRequestSent(NamedTuple):
-    """What :meth:`FakeAbdm.send_data_request` returns."""
+    """What :meth:`FakeAbdm.send_data_request` and :meth:`FakeAbdm.send_consent_update` return."""
 
     #: The data request's transaction id (the webhook envelope's; its ``data``'s is ``""``, as the vendor's page
     #: shows): give it to :meth:`FakeAbdm.received`.
@@ -355,6 +399,7 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         hip_id: str = "HIP-1",
         expires_in: float = 600.0,
         hi_types: tuple[str, ...] = ("OPConsultation",),
+        consent_id: str | None = None,
     ) -> DataRequestSent:
         """Make a data request with :meth:`data_request` (same arguments) and send it to the registered URL as a
         signed ``abha.hip_data_fetch`` webhook, redelivered as the others; returns once it was taken or given up.
@@ -368,13 +413,40 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         if target is None:
             raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
         data = self.data_request(
-            care_contexts, abha_address=abha_address, oid=oid, hip_id=hip_id, expires_in=expires_in, hi_types=hi_types
+            care_contexts,
+            abha_address=abha_address,
+            oid=oid,
+            hip_id=hip_id,
+            expires_in=expires_in,
+            hi_types=hi_types,
+            consent_id=consent_id,
         )
         transaction_id = str(uuid.uuid4())  # the webhook's own id: the one the push must name
         self._hiu[transaction_id] = self._hiu.pop(data["transaction_id"])
         data["transaction_id"] = ""
         outcome = await self._deliver(target, self._envelope(DATA_FETCH_EVENT, transaction_id, data))
         return DataRequestSent(transaction_id, outcome)
+
+    async def send_consent_update(
+        self, consent_id: str, status: str = "REVOKED", *, artefact_ids: Iterable[str] = ()
+    ) -> DataRequestSent:
+        """Tell the hospital that a consent changed: a signed ``abha.consent_update`` webhook (envelope ``service``
+        ``abha``, ``data`` as :func:`consent_update_data` builds it) sent to the registered URL and redelivered as
+        the others; returns once it was taken or given up, with its transaction id and the last attempt's outcome.
+        ``consent_id`` is the consent request's id (wire ``consentRequestId``), ``artefact_ids`` the consent
+        artefacts it changed (a data request names one of these, or the request's id, as its ``consent_id``).
+
+        ``RuntimeError`` when no URL is registered (:meth:`webhooks`); ``ValueError`` for an ``artefact_ids`` that
+        is one ``str``."""
+        if isinstance(artefact_ids, str):
+            raise ValueError("artefact_ids takes a collection of artefact ids, not one str")
+        target = self._target
+        if target is None:
+            raise RuntimeError("no webhook URL registered: call server.abdm.webhooks(url, secret) first")
+        transaction_id = str(uuid.uuid4())
+        data = consent_update_data(consent_id, status, list(artefact_ids))
+        event = self._envelope(CONSENT_UPDATE_EVENT, transaction_id, data, service=CONSENT_UPDATE_SERVICE)
+        return DataRequestSent(transaction_id, await self._deliver(target, event))
 
     # ------------------------------------------------------------------------------ test controls
 
@@ -387,9 +459,13 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         hip_id: str = "HIP-1",
         expires_in: float = 600.0,
         hi_types: tuple[str, ...] = ("OPConsultation",),
+        consent_id: str | None = None,
     ) -> dict[str, Any]:
         """A fresh HIU data request: the ``data`` of the ``abha.hip_data_fetch`` webhook, as the vendor's page
-        shows it (``transaction_id`` filled), with a new HIU key the fake keeps to check the pushes."""
+        shows it (``transaction_id`` filled), with a new HIU key the fake keeps to check the pushes.
+
+        ``consent_id``: the consent the request is made under, as ``data.consent_id`` (judgement call: the vendor's
+        page shows none, ABDM's requests carry one; a hospital's consent checks read it); left out when ``None``."""
         transaction_id = str(uuid.uuid4())
         hiu = KeyMaterial.generate()
         self._hiu[transaction_id] = hiu
@@ -412,11 +488,16 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
                 "nonce": hiu.nonce,
             },
             "hi_types": list(hi_types),
+            **({} if consent_id is None else {"consent_id": consent_id}),
         }
 
     def hiu_key(self, transaction_id: str) -> KeyMaterial:
-        """The HIU's key material of a request made by :meth:`data_request` (its private key opens the pushes)."""
-        return self._hiu[transaction_id]
+        """The HIU's key material of a request made by :meth:`data_request` (its private key opens the pushes);
+        :class:`UnknownTransaction` (a ``LookupError``) for a transaction it did not make."""
+        try:
+            return self._hiu[transaction_id]
+        except KeyError:
+            raise UnknownTransaction("hiu_key") from None
 
     def pages(self, transaction_id: str) -> list[dict[str, Any]]:
         """The pushed pages of a transaction, as received."""
@@ -424,8 +505,11 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
 
     def received(self, transaction_id: str) -> dict[str, bytes]:
         """The plain bundles pushed for a transaction, each decrypted with the HIU's key and its checksum checked
-        (``AssertionError`` on a page that does not open, a wrong checksum, or page numbers that do not add up)."""
-        hiu = self._hiu[transaction_id]
+        (``AssertionError`` on a page that does not open, a wrong checksum, or page numbers that do not add up;
+        :class:`UnknownTransaction`, a ``LookupError``, for a transaction the fake made no data request for)."""
+        hiu = self._hiu.get(transaction_id)
+        if hiu is None:
+            raise UnknownTransaction("received")
         pages = self._pages.get(transaction_id, [])
         numbers = sorted(int(p.get("page_number", 0)) for p in pages)
         count = {int(p.get("page_count", 0)) for p in pages}

@@ -87,6 +87,12 @@ class PatientSearch:
         bodies = [self.discover, self.link_init, *self.confirms]
         return [b["error"]["code"] for b in bodies if b is not None and isinstance(b.get("error"), dict)]
 
+    def __repr__(self) -> str:
+        """Which answers came and their error codes; never a body (names, references), nor the transaction id."""
+        steps = (("discover", self.discover), ("link_init", self.link_init))
+        shown = ", ".join(f"{name}={'answered' if body is not None else None}" for name, body in steps)
+        return f"PatientSearch({shown}, confirms={len(self.confirms)}, linked={len(self.linked)}, errors={self.errors})"
+
 
 def _refuse(message: str, code: str = "ABDM-1006") -> web.Response:
     """``GenericError`` with the service's ``source_error`` (errors.mdx's code)."""

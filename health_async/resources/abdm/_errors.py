@@ -16,8 +16,8 @@ from typing import Final, TypeVar
 
 import attrs
 
-from .._retry import RetryPolicy, settled
-from ..errors import AbhaError, ApiError, OutcomeUnknown, error_from_response
+from ..._retry import RetryPolicy, settled
+from ...errors import AbhaError, ApiError, OutcomeUnknown, error_from_response
 
 __all__ = ["abha_refusal", "not_on_500", "typed_refusals"]
 
