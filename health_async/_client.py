@@ -20,7 +20,7 @@ from .errors import InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
-    from .resources import Abdm, Abha, Cases, Documents, Patients, Profiles, WebhookSubscriptions
+    from .resources import Abdm, Abha, Cases, Documents, Hfr, Hpr, Patients, Profiles, WebhookSubscriptions
 
 __all__ = ["HealthClient"]
 
@@ -227,6 +227,20 @@ class HealthClient:
         from .resources import Abdm
 
         return Abdm(self)
+
+    @cached_property
+    def hpr(self) -> Hpr:
+        """The professional registry (HPR IDs, ABDM milestone 4): :class:`~health_async.resources.Hpr`."""
+        from .resources import Hpr
+
+        return Hpr(self)
+
+    @cached_property
+    def hfr(self) -> Hfr:
+        """The facility registry (HFR IDs, ABDM milestone 4): :class:`~health_async.resources.Hfr`."""
+        from .resources import Hfr
+
+        return Hfr(self)
 
     @cached_property
     def webhook_subscriptions(self) -> WebhookSubscriptions:
