@@ -243,7 +243,9 @@ ONCE: list[tuple[str, OnceCall]] = [
 
 @pytest.mark.parametrize(("route", "call"), ONCE, ids=[r for r, _ in ONCE])
 @pytest.mark.parametrize(
-    "fault", [Fault(status=503, times=1), Fault(status=500, times=1), Fault(drop=True, times=1)], ids=lambda f: str(f)
+    "fault",
+    [Fault(status=503, times=1), Fault(status=500, times=1), Fault(drop=True, times=1)],
+    ids=["503", "500", "drop"],
 )
 async def test_otp_verify_and_create_calls_reach_the_server_once(
     server: FakeHealthServer, route: str, call: OnceCall, fault: Fault

@@ -47,7 +47,8 @@ class Hfr(RegistryBase):
         ``data`` is empty or ``null``; the vendor's file documents only ``4XX``.
 
         Raises:
-            InvalidRequest: a malformed HFR ID; nothing sent. AbhaError: any other refusal.
+            InvalidRequest: a malformed HFR ID; nothing sent.
+            AbhaError: any other refusal.
         """
         value = normalize_hfr_id(hfr_id)
         try:
@@ -79,7 +80,8 @@ class Hfr(RegistryBase):
         again before trying again (or call :meth:`register`, which does).
 
         Raises:
-            InvalidRequest: nothing sent. AbhaError: a refusal (the facility is onboarded already, say).
+            InvalidRequest: nothing sent.
+            AbhaError: a refusal (the facility is onboarded already, say).
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"clinic_id": normalize_clinic_id(clinic_id), "hfr_id": normalize_hfr_id(hfr_id)}
@@ -94,7 +96,8 @@ class Hfr(RegistryBase):
         Changes the registry: never repeated.
 
         Raises:
-            InvalidRequest: nothing sent. AbhaError: a refusal (an HFR ID the registry does not know, say).
+            InvalidRequest: nothing sent.
+            AbhaError: a refusal (an HFR ID the registry does not know, say).
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"clinic_id": normalize_clinic_id(clinic_id), "hfr_id": normalize_hfr_id(hfr_id)}

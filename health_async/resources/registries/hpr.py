@@ -140,7 +140,9 @@ class Hpr(RegistryBase):
         A step of the transaction: never repeated (judgement call: it is not a read of the vendor's list).
 
         Raises:
-            InvalidMobileNumber: nothing sent. AbhaError: a refusal. OutcomeUnknown: as :meth:`aadhaar_verify`.
+            InvalidMobileNumber: nothing sent.
+            AbhaError: an unknown transaction, a call at the wrong step, any other refusal.
+            OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"mobile_num": normalize_mobile(mobile), "txn_id": normalize_txn_id(txn_id)}
         data = await self._post(R.PATH_HPR_DEMO_VERIFY, "hpr_demo_verify", body, once=True, **options)
@@ -155,8 +157,9 @@ class Hpr(RegistryBase):
         Sends an SMS: never repeated.
 
         Raises:
-            InvalidMobileNumber: nothing sent. AbhaRateLimited, AbhaError: refusals. OutcomeUnknown: as
-            :meth:`aadhaar_init`.
+            InvalidMobileNumber: nothing sent.
+            AbhaRateLimited: too many OTPs; AbhaError: any other refusal.
+            OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"mobile_num": normalize_mobile(mobile), "txn_id": normalize_txn_id(txn_id)}
         data = await self._post(R.PATH_HPR_MOBILE_INIT, "hpr_mobile_init", body, once=True, **options)
@@ -184,7 +187,8 @@ class Hpr(RegistryBase):
         skip the creation). ``mobile`` is sent when given. A read (retried as one).
 
         Raises:
-            InvalidMobileNumber: nothing sent. AbhaError: an unknown transaction, any other refusal.
+            InvalidMobileNumber: nothing sent.
+            AbhaError: an unknown transaction, any other refusal.
         """
         data = await self._post(
             R.PATH_HPR_CHECK_EXIST, "hpr_check_exist", self._txn_body(txn_id, mobile), once=False, **options
@@ -198,7 +202,8 @@ class Hpr(RegistryBase):
         free most likely was created.
 
         Raises:
-            InvalidRequest: a malformed HPR ID; nothing sent. AbhaError: a refusal.
+            InvalidRequest: a malformed HPR ID; nothing sent.
+            AbhaError: a refusal.
         """
         body = {"hprId": normalize_hpr_id(hpr_id)}
         data = await self._post(R.PATH_HPR_CHECK_AVAILABLE, "hpr_check_available", body, once=False, **options)
@@ -212,7 +217,8 @@ class Hpr(RegistryBase):
         from the professional's details. ``mobile`` is sent when given. A read (retried as one).
 
         Raises:
-            InvalidMobileNumber: nothing sent. AbhaError: an unknown transaction, any other refusal.
+            InvalidMobileNumber: nothing sent.
+            AbhaError: an unknown transaction, any other refusal.
         """
         data = await self._post(
             R.PATH_HPR_SUGGEST, "hpr_suggest", self._txn_body(txn_id, mobile), once=False, **options
