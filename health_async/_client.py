@@ -43,8 +43,8 @@ class HealthClient:
         client_id: sent as the ``client-id`` header on every call (the profile operation requires it). Defaults
             to the credentials' client id when ``auth`` is given.
         user_id: default OID for ``X-Pt-Id`` (describe, list, upload, aadhaar init).
-        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on every ``client.abha``
-            call.
+        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on every ``client.abha``,
+            ``client.hpr`` and ``client.hfr`` call.
         retry: the :class:`RetryPolicy` (default ``RetryPolicy()``); ``RetryPolicy.never()`` disables retries.
         timeout: seconds for a whole request, ``None`` for no limit. connect_timeout: seconds to connect.
         max_connections: requests in flight at once across all calls of this client (and pool size).
