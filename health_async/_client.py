@@ -20,7 +20,7 @@ from .errors import InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
     from .jwe import JweKey
-    from .resources import Abdm, Abha, Cases, Documents, Patients, Profiles, WebhookSubscriptions
+    from .resources import Abdm, Abha, Cases, Documents, Hfr, Hpr, Patients, Profiles, WebhookSubscriptions
 
 __all__ = ["HealthClient"]
 
@@ -43,8 +43,8 @@ class HealthClient:
         client_id: sent as the ``client-id`` header on every call (the profile operation requires it). Defaults
             to the credentials' client id when ``auth`` is given.
         user_id: default OID for ``X-Pt-Id`` (describe, list, upload, aadhaar init).
-        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on every ``client.abha``
-            call.
+        partner_user_id, partner_hip_id: defaults for ``X-Partner-Pt-Id`` / ``X-Hip-Id`` on every ``client.abha``,
+            ``client.hpr`` and ``client.hfr`` call.
         retry: the :class:`RetryPolicy` (default ``RetryPolicy()``); ``RetryPolicy.never()`` disables retries.
         timeout: seconds for a whole request, ``None`` for no limit. connect_timeout: seconds to connect.
         max_connections: requests in flight at once across all calls of this client (and pool size).
@@ -227,6 +227,20 @@ class HealthClient:
         from .resources import Abdm
 
         return Abdm(self)
+
+    @cached_property
+    def hpr(self) -> Hpr:
+        """The professional registry (HPR IDs, ABDM milestone 4): :class:`~health_async.resources.Hpr`."""
+        from .resources import Hpr
+
+        return Hpr(self)
+
+    @cached_property
+    def hfr(self) -> Hfr:
+        """The facility registry (HFR IDs, ABDM milestone 4): :class:`~health_async.resources.Hfr`."""
+        from .resources import Hfr
+
+        return Hfr(self)
 
     @cached_property
     def webhook_subscriptions(self) -> WebhookSubscriptions:

@@ -101,6 +101,21 @@ PATH_REQUEST: Final = "/abdm/v1/request"
 PATH_HIU_KEYSET: Final = "/abdm/v1/hiu/keyset"
 PATH_HIU_DATA_ON_PUSH: Final = "/abdm/v1/hiu/care-context/data/on-push"
 
+# milestone 4: the professional registry (HPR) and the facility registry (HFR) (registration.yml)
+_NHPR: Final = "/abdm/nhpr/v1"
+PATH_HPR_AADHAAR_INIT: Final = f"{_NHPR}/hpr/aadhaar/init"
+PATH_HPR_AADHAAR_VERIFY: Final = f"{_NHPR}/hpr/aadhaar/verify"
+PATH_HPR_DEMO_VERIFY: Final = f"{_NHPR}/hpr/aadhaar/demo/verify"
+PATH_HPR_MOBILE_INIT: Final = f"{_NHPR}/hpr/aadhaar/mobile/init"
+PATH_HPR_MOBILE_VERIFY: Final = f"{_NHPR}/hpr/aadhaar/mobile/verify"
+PATH_HPR_CHECK_EXIST: Final = f"{_NHPR}/hpr/aadhaar/check/exist"
+PATH_HPR_CHECK_AVAILABLE: Final = f"{_NHPR}/hpr/aadhaar/check/available"
+PATH_HPR_SUGGEST: Final = f"{_NHPR}/hpr/aadhaar/suggest"
+PATH_HPR_CREATE: Final = f"{_NHPR}/hpr/aadhaar/create"
+PATH_HFR_SEARCH: Final = f"{_NHPR}/hfr/search/{{hfrId}}"
+PATH_HFR_ONBOARD: Final = f"{_NHPR}/hfr/onboard"
+PATH_HFR_LINK: Final = f"{_NHPR}/hfr/link"
+
 # webhook subscriptions (connect-webhooks/webhooks.yml)
 PATH_WEBHOOK_SUBSCRIPTIONS: Final = "/notification/v1/connect/webhook/subscriptions"
 PATH_WEBHOOK_SUBSCRIPTION: Final = "/notification/v1/connect/webhook/subscriptions/{id}"

@@ -659,9 +659,36 @@ ABHA_OPERATIONS = frozenset(
         "login_phr",
     }
 )
-#: The ABHA operations that check an OTP: only there do ``ABDM-1035`` / ``MIS-1013`` mean a wrong OTP
+#: The operations of ``client.hpr`` and ``client.hfr`` (milestone 4): they answer refusals with the same
+#: ``GenericError`` body, so an error body from any of them is an :class:`AbhaError` (or subclass) too.
+REGISTRY_OPERATIONS = frozenset(
+    {
+        "hpr_aadhaar_init",
+        "hpr_aadhaar_verify",
+        "hpr_demo_verify",
+        "hpr_mobile_init",
+        "hpr_mobile_verify",
+        "hpr_check_exist",
+        "hpr_check_available",
+        "hpr_suggest",
+        "hpr_create",
+        "hfr_search",
+        "hfr_onboard",
+        "hfr_link",
+    }
+)
+#: The ABHA and HPR operations that check an OTP: only there do ``ABDM-1035`` / ``MIS-1013`` mean a wrong OTP
 #: (``ABDM-1035`` also means "Invalid HIP ID" elsewhere, per the service's error table).
-OTP_CHECK_OPERATIONS = frozenset({"aadhaar_verify", "aadhaar_mobile_verify", "mobile_verify", "login_verify"})
+OTP_CHECK_OPERATIONS = frozenset(
+    {
+        "aadhaar_verify",
+        "aadhaar_mobile_verify",
+        "mobile_verify",
+        "login_verify",
+        "hpr_aadhaar_verify",
+        "hpr_mobile_verify",
+    }
+)
 _OTP_MISMATCH_CODES = frozenset({"ABDM-1035", "MIS-1013"})
 _ABHA_CODE = re.compile(r"[A-Z]{2,10}-\d{1,6}")
 # What the service's ``error`` text may carry about the person ("... claimed by the mobile number: 98...")
@@ -742,7 +769,7 @@ def error_from_response(status: int, headers: Mapping[str, str], body: Any, *, o
             **common,
         )
 
-    if operation in ABHA_OPERATIONS and _is_abha_body(body):
+    if (operation in ABHA_OPERATIONS or operation in REGISTRY_OPERATIONS) and _is_abha_body(body):
         return _abha_error(status, body, operation, where, common)
 
     if operation == "profile" and (

@@ -30,6 +30,8 @@ from health_async.models.abha._registration import parse_exists, parse_suggestio
 from health_async.models.patients._patients import structure_patients
 from health_async.models.records._cases import PresignedBatch
 from health_async.models.records._documents import decode_document, structure_document
+from health_async.models.registries._answer import unwrap
+from health_async.models.registries._hpr import parse_hpr_available, parse_hpr_suggestions
 from health_async.resources.abdm._discover import _providers_of
 
 #: Copies of the vendor's OpenAPI files (shared/spec/vendor), kept in the repository so that CI runs this test
@@ -57,6 +59,12 @@ def _model(cls: type) -> Callable[[Any], object]:
 
 def _not_read(_: Any) -> object:
     return None
+
+
+def _registry(cls: type) -> Callable[[Any], object]:
+    """A registry answer (``{data, error, success}``, or bare as ``hpr/aadhaar/mobile/init``'s), read as
+    ``client.hpr`` / ``client.hfr`` read it."""
+    return lambda data: structure(unwrap(data, cls.__name__), cls)
 
 
 #: (file, METHOD, path) -> how the client reads that answer. ``_not_read``: the client does not read the body of
@@ -159,6 +167,18 @@ PARSERS: dict[tuple[str, str, str], Callable[[Any], object]] = {
     ("registration.yml", "POST", "/abdm/v1/consents/pin/forgot/init"): _model(ha.models.PinOtpSent),
     ("registration.yml", "POST", "/abdm/v1/consents/pin/forgot/verify"): _not_read,
     ("registration.yml", "POST", "/abdm/v1/consents/pin/reset"): _not_read,
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/init"): _registry(ha.models.HprOtpSent),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/verify"): _registry(ha.models.HprStep),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/demo/verify"): _registry(ha.models.HprMobileCheck),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/mobile/init"): _registry(ha.models.HprOtpSent),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/mobile/verify"): _registry(ha.models.HprStep),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/check/exist"): _registry(ha.models.HprProfile),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/check/available"): parse_hpr_available,
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/suggest"): parse_hpr_suggestions,
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hpr/aadhaar/create"): _registry(ha.models.HprAccount),
+    ("registration.yml", "GET", "/abdm/nhpr/v1/hfr/search/{hfrId}"): _registry(ha.models.Facility),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hfr/onboard"): _registry(ha.models.HfrOnboarded),
+    ("registration.yml", "POST", "/abdm/nhpr/v1/hfr/link"): _registry(ha.models.HfrLinked),
     ("authorization.yml", "POST", "/connect-auth/v1/account/login"): lambda d: _token_fields(d, "login"),
     ("authorization.yml", "POST", "/connect-auth/v1/account/refresh-token"): lambda d: _token_fields(d, "refresh"),
 }

@@ -1,5 +1,5 @@
 """The typed results of every operation: frozen, slotted attrs classes, one package per domain (``records``,
-``patients``, ``abha``, ``abdm``, ``webhooks``), one private module per concern inside it.
+``patients``, ``abha``, ``abdm``, ``registries``, ``webhooks``), one private module per concern inside it.
 
 Every model is built from the service's JSON by :mod:`health_async._wire`, from the wire names each field
 declares: it ignores unknown keys, gives ``None`` (or an empty tuple) for a missing optional field, accepts the
@@ -40,6 +40,10 @@ from .records._documents import *  # noqa: F403
 from .records._documents import __all__ as _records_documents_all
 from .records._processing import *  # noqa: F403
 from .records._processing import __all__ as _records_processing_all
+from .registries._hfr import *  # noqa: F403
+from .registries._hfr import __all__ as _registries_hfr_all
+from .registries._hpr import *  # noqa: F403
+from .registries._hpr import __all__ as _registries_hpr_all
 from .webhooks._subscriptions import *  # noqa: F403
 from .webhooks._subscriptions import __all__ as _webhooks_subscriptions_all
 
@@ -59,5 +63,7 @@ __all__ = [
     *_abdm_hospital_all,
     *_abdm_requests_all,
     *_abdm_user_linking_all,
+    *_registries_hfr_all,
+    *_registries_hpr_all,
     *_webhooks_subscriptions_all,
 ]

@@ -1,5 +1,6 @@
 """The client's resource namespaces: ``client.documents``, ``client.abha``, ``client.profiles``,
-``client.patients``, ``client.cases``, ``client.abdm``, ``client.webhook_subscriptions``."""
+``client.patients``, ``client.cases``, ``client.abdm``, ``client.hpr``, ``client.hfr``,
+``client.webhook_subscriptions``."""
 
 from .abdm._consent_pin import ConsentPinReset
 from .abdm._discover_flow import DiscoverAndLink
@@ -12,6 +13,8 @@ from .patients.directory import Patients
 from .patients.profiles import Profiles
 from .records.cases import Cases
 from .records.documents import Documents
+from .registries.hfr import Hfr
+from .registries.hpr import Hpr
 from .webhooks.subscriptions import WebhookSubscriptions
 
 __all__ = [
@@ -29,6 +32,8 @@ __all__ = [
     "Consents",
     "DiscoverAndLink",
     "Documents",
+    "Hfr",
+    "Hpr",
     "KycUpgrade",
     "MobileRegistration",
     "Patients",

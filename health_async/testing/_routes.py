@@ -168,6 +168,32 @@ SESSION_INIT: Final = "/abdm/v1/session/init"
 SESSION_VERIFY: Final = "/abdm/v1/session/verify"
 SESSION_STATUS: Final = "/abdm/v1/session/status"
 
+# ------------------------------------------------------------------------------- milestone 4: HPR and HFR
+
+_NHPR: Final = "/abdm/nhpr/v1"
+
+#: registration.yml: the professional registry (HPR) operations, as ``name -> (method, path)``; the names are the
+#: fake's route names (for ``server.inject`` and ``server.calls``). The order of the calls is in
+#: abdm-connect/flows/m4.mdx (Aadhaar OTP -> verify -> verify mobile; HPR info -> exists? -> suggest -> create).
+HPR: Final[dict[str, tuple[str, str]]] = {
+    "hpr_aadhaar_init": ("POST", f"{_NHPR}/hpr/aadhaar/init"),  # ModelsHPRIDAadhaarInitRequest {aadhaar}
+    "hpr_aadhaar_verify": ("POST", f"{_NHPR}/hpr/aadhaar/verify"),  # NhprEKAAadhaarVerifyRequest {otp, txn_id}
+    "hpr_demo_verify": ("POST", f"{_NHPR}/hpr/aadhaar/demo/verify"),  # NhprMobileOTPRequest {mobile_num, txn_id}
+    "hpr_mobile_init": ("POST", f"{_NHPR}/hpr/aadhaar/mobile/init"),  # NhprMobileOTPRequest {mobile_num, txn_id}
+    "hpr_mobile_verify": ("POST", f"{_NHPR}/hpr/aadhaar/mobile/verify"),  # NhprMobileVerifyRequest {otp, txnId}
+    "hpr_check_exist": ("POST", f"{_NHPR}/hpr/aadhaar/check/exist"),  # NhprTransactionId {mobile_num, txn_id}
+    "hpr_check_available": ("POST", f"{_NHPR}/hpr/aadhaar/check/available"),  # NhprDoesHprExistRequest {hprId}
+    "hpr_suggest": ("POST", f"{_NHPR}/hpr/aadhaar/suggest"),  # NhprTransactionId {mobile_num, txn_id}
+    "hpr_create": ("POST", f"{_NHPR}/hpr/aadhaar/create"),  # NhprEKACreateHPRID {txnId, hprId, password, ...}
+}
+#: registration.yml: the facility registry (HFR) operations, as ``name -> (method, path)``; ``{hfrId}`` as the
+#: vendor names it. Onboard and link both take NhprUpdateBridgeRequest ``{clinic_id, hfr_id}``.
+HFR: Final[dict[str, tuple[str, str]]] = {
+    "hfr_search": ("GET", f"{_NHPR}/hfr/search/{{hfrId}}"),
+    "hfr_onboard": ("POST", f"{_NHPR}/hfr/onboard"),
+    "hfr_link": ("POST", f"{_NHPR}/hfr/link"),
+}
+
 # ------------------------------------------------------------------------------------------ webhook subscriptions
 
 #: connect-webhooks/webhooks.yml: ``GET`` and ``POST /notification/v1/connect/webhook/subscriptions``.

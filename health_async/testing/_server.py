@@ -32,6 +32,8 @@ from .abha import _scan_share
 from .patients import _directory as _patients
 from .records import _results as _records
 from .records import _storage
+from .registries import _hfr as _registries_hfr
+from .registries import _hpr as _registries_hpr
 from .webhooks import _subscriptions
 from .webhooks._domain import WebhookDomain
 from .webhooks._send import WebhookSecret
@@ -62,6 +64,8 @@ ROUTES: Final = (
     + _abdm_consents.ROUTES
     + _abdm_hiu.ROUTES
     + _abdm_requests.ROUTES
+    + _registries_hpr.ROUTES
+    + _registries_hfr.ROUTES
 )
 
 
@@ -103,9 +107,10 @@ class FakeHealthServer:
     before the token check, as a gateway's would; an upload without ``X-Pt-Id`` is stored for the first seeded user.
 
     OTPs: every OTP the fake "sends" (ABHA registration, login and KYC, a consent PIN reset, a discovered care
-    context's link) is kept in :attr:`otps`, answered by ``GET /_fake/otps`` (the fake's own debug route: no token,
-    not in :data:`ROUTES`), and, with ``show_otps=True`` (off by default; on in ``health-async fake-server``), printed
-    to stderr as it is made: ``fake OTP for <what>, mobile ******1234: 123456``.
+    context's link, an HPR registration) is kept in :attr:`otps`, answered by ``GET /_fake/otps`` (the fake's own
+    debug route: no token, not in :data:`ROUTES`), and, with ``show_otps=True`` (off by default; on in
+    ``health-async fake-server``), printed to stderr as it is made: ``fake OTP for <what>, mobile ******1234:
+    123456``.
     """
 
     def __init__(
@@ -163,6 +168,9 @@ class FakeHealthServer:
         self.abdm_consents = _abdm_consents.FakeConsents(self)
         self.abdm_hiu = _abdm_hiu.FakeHiu(self)
         self.abdm_requests = _abdm_requests.FakeRequests(self)
+        #: The registries of milestone 4: professionals (HPR) and facilities (HFR).
+        self.hpr = _registries_hpr.FakeHpr(self)
+        self.hfr = _registries_hfr.FakeHfr(self)
         # the fake plays ABDM's exchange after an approval: the HIPs push the records to the HIU's webhook
         self.abdm_consents.on_approved = self.abdm_hiu.answer_approval
         self.abdm_consents.on_status_changed = self.abdm_hiu.consent_changed
@@ -183,6 +191,8 @@ class FakeHealthServer:
             self.abdm_consents,
             self.abdm_hiu,
             self.abdm_requests,
+            self.hpr,
+            self.hfr,
         )
 
     def __repr__(self) -> str:
