@@ -83,16 +83,18 @@ def _decoded(raw: bytes) -> dict[str, Any]:
     return decoded
 
 
-def bundle_bytes(name: str, bundle: object) -> bytes:
+def bundle_bytes(name: str, bundle: object, *, care_context_id: str | None = None) -> bytes:
     """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded (once); ``bytes``/``str`` must
     already be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise, and for a
     ``dict`` holding a number JSON cannot carry (NaN, ±infinity: encoded as ``null``, the requester would receive
-    another document than the one checked, one the validation itself refuses)."""
+    another document than the one checked, one the validation itself refuses; that message also names
+    ``care_context_id`` when given)."""
     if isinstance(bundle, dict):
         try:
             return _json.dumps_finite(bundle)
         except _json.NonFiniteNumber:
-            raise InvalidRequest(f"{name} holds a number JSON cannot carry (NaN or infinity); nothing sent") from None
+            named = name if care_context_id is None else f"{name} (care context {care_context_id!r})"
+            raise InvalidRequest(f"{named} holds a number JSON cannot carry (NaN or infinity); nothing sent") from None
         except (TypeError, ValueError, OverflowError):
             return json_body(bundle, name)  # raises its InvalidRequest, naming the value's kind of fault
     if isinstance(bundle, str):
@@ -156,8 +158,8 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
         raise InvalidRequest(f"{where}.hi_type must be one of {', '.join(sorted(_HI_TYPES))}")
     entry["hi_type"] = hi_type
     if item.data is not None:
-        name = f"{where}.data (care context {entry['care_context_id']!r})"
-        entry["data"] = pybase64.b64encode(bundle_bytes(name, item.data)).decode("ascii")
+        raw = bundle_bytes(f"{where}.data", item.data, care_context_id=entry["care_context_id"])
+        entry["data"] = pybase64.b64encode(raw).decode("ascii")
         entry["hi_types"] = [hi_type]
     return entry
 
