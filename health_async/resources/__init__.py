@@ -4,7 +4,7 @@
 
 from .abdm._consent_pin import ConsentPinReset
 from .abdm._discover_flow import DiscoverAndLink
-from .abdm._guard import PUSH_WINDOW, ConsentBook, ConsentGrant
+from .abdm._guard import PUSH_WINDOW, ConsentBook, ConsentGrant, ConsentStore
 from .abdm.abdm import Abdm
 from .abdm.consents import Consents
 from .abha._flows import AadhaarRegistration, AbhaFlow, AbhaLogin, AbhaSession, KycUpgrade, MobileRegistration
@@ -29,6 +29,7 @@ __all__ = [
     "ConsentPinReset",
     "ConsentBook",
     "ConsentGrant",
+    "ConsentStore",
     "Consents",
     "DiscoverAndLink",
     "Documents",

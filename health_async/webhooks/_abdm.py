@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import hashlib
 import math
 import time
@@ -19,7 +20,7 @@ from .._tasks import keep, settle
 from ..errors import HealthError, InvalidArgumentType, InvalidRequest, OutcomeUnknown
 from ..models.abdm._events import ProfileShare
 from ..models.abdm._hospital import HealthDataRequest
-from ..resources.abdm._guard import ConsentBook
+from ..resources.abdm._guard import ConsentStore, request_refusal
 
 if TYPE_CHECKING:
     from .._client import HealthClient
@@ -121,7 +122,7 @@ class _AbdmReceiver:
         linking: _UserLinking | None = None,
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
         event_timeout: float = DEFAULT_EVENT_TIMEOUT,
-        consents: ConsentBook | None = None,
+        consents: ConsentStore | None = None,
     ) -> None:
         self._keys, self._client, self._store = keys, client, store
         self._linking = linking
@@ -152,7 +153,7 @@ class _AbdmReceiver:
             if self._closed and self._needs_background(event):
                 self._refuse(event)  # before on_event: the redelivery the 503 asks for runs it once
             if self._consents is not None and event.kind is EventKind.CONSENT_UPDATE:
-                self._consents.record(event)  # before on_event: a revocation holds even if on_event fails
+                await self._consents.take(event)  # before on_event: a revocation holds even if on_event fails
             if self._on_event is not None:
                 await _bounded(self._on_event(event), self._event_timeout, "on_event", event)
             if event.kind is EventKind.HIP_PROFILE_SHARE:
@@ -294,8 +295,18 @@ class _AbdmReceiver:
 
     async def _answer(self, event: WebhookEvent, request: HealthDataRequest, key: str) -> None:
         assert self._on_data_fetch is not None
+        received = request.requested_at
+        if received is None:  # the window then counts from now, just after the webhook was taken: never skipped
+            received = dt.datetime.now(dt.UTC)
+            request = attrs.evolve(request, requested_at=received)
         sent = False
         try:
+            # the guard first: no records are loaded for a request that would be refused anyway
+            refusal = await request_refusal(request, self._consents, dt.datetime.now(dt.UTC), received)
+            if refusal is not None:
+                await self._release(key)  # nothing pushed: a redelivery is checked again (a grant may come first)
+                logger.warning("ABDM data request refused before loading its records: %s", refusal.rule)
+                return
             bundles = await _bounded(self._on_data_fetch(request), self._callback_timeout, "on_data_fetch", event)
             sent = True  # from here a failure may leave pages pushed: a redelivery must not push twice
             result = await self._client.abdm.push_health_data(request, bundles, consents=self._consents)
@@ -308,11 +319,15 @@ class _AbdmReceiver:
                 await self._release(key)  # nothing pushed: a redelivery may try again
             logger.error("ABDM data request not answered: %s", type(exc).__name__)
             return
+        rules: dict[str, int] = {}
+        for refused in result.refused:  # the rules, never the care contexts' ids
+            rules[refused.rule or "unnamed"] = rules.get(refused.rule or "unnamed", 0) + 1
         logger.info(
-            "ABDM data request answered: %d care context(s) pushed, %d not found, %d refused",
+            "ABDM data request answered: %d care context(s) pushed, %d not found, %d refused%s",
             len(result.pushed),
             len(result.missing),
             len(result.refused),
+            "".join(f"; {rule}: {count}" for rule, count in rules.items()),
         )
 
     async def join(self, timeout: float | None = None) -> bool:
@@ -399,7 +414,7 @@ def _abdm_receiver_args(
     linking: _LinkingArgs | None = None,
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
-    consents: ConsentBook | None = None,
+    consents: ConsentStore | None = None,
 ) -> tuple[
     tuple[bytes, ...],
     HealthClient,
@@ -412,7 +427,7 @@ def _abdm_receiver_args(
     _UserLinking | None,
     float,
     float,
-    ConsentBook | None,
+    ConsentStore | None,
 ]:
     """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
     keys = _secrets(secret)
@@ -433,8 +448,8 @@ def _abdm_receiver_args(
         raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
     callback_bound = _check_bound(callback_timeout, "callback_timeout")
     event_bound = _check_bound(event_timeout, "event_timeout")
-    if consents is not None and not isinstance(consents, ConsentBook):
-        raise InvalidArgumentType("consents must be a ConsentBook")
+    if consents is not None and not isinstance(consents, ConsentStore):
+        raise InvalidArgumentType("consents must be a ConsentBook or another ConsentStore (async lookup and take)")
     return (
         keys,
         client,
@@ -516,7 +531,7 @@ def abdm_handler(
     max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
-    consents: ConsentBook | None = None,
+    consents: ConsentStore | None = None,
 ) -> AbdmHandler:
     """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
     (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
@@ -525,20 +540,26 @@ def abdm_handler(
       runs before the answer, so it is cut at ``event_timeout`` seconds (default 5: the service does not document
       its patience, and common webhook senders wait 10 to 30 seconds): cancelled, logged with the event name and
       the bound, answered 500, and the service's redelivery runs it again;
-    * an ``abha.consent_update`` event is recorded into ``consents`` (a
-      :class:`~health_async.resources.ConsentBook`), when given, before ``on_event`` runs; every data request
-      is then pushed with ``consents=`` that book, so a consent revoked, denied or expired by a webhook already
-      received is never pushed for (see ``client.abdm.push_health_data``);
+    * an ``abha.consent_update`` event is taken into ``consents`` (a
+      :class:`~health_async.resources.ConsentStore`: a :class:`~health_async.resources.ConsentBook`, or a store
+      shared by several workers), when given, before ``on_event`` runs (``await consents.take(event)``; revoked,
+      expired and denied are final: a late grant does not bring a consent back); every data request is then
+      pushed with ``consents=`` that store, so a consent revoked, denied or expired by a webhook already
+      received, even while the push is under way, is never pushed for (see ``client.abdm.push_health_data``);
     * an ``abha.hip_data_fetch`` event is answered 200 at once (the service's webhook timeout is short), and in
-      the background ``await on_data_fetch(request)`` gives the bundles, which
-      ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle; an expired
-      HIU key pushes nothing; the request is the event's :meth:`~WebhookEvent.data_request`, whose
-      ``requested_at`` is the webhook's time, so ABDM's 20-minute window is checked). A redelivered data request
-      (the same transaction id, re-signed, so not a replay) is ignored while the first is answered or once it
-      was; it is forgotten, so a redelivery runs again, only when nothing was pushed (``on_data_fetch`` failed,
-      took longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push was
-      refused before sending). Outcomes are logged (counts and error types only: no health data, no ABHA
-      address).
+      the background the push's guard runs first: a request it refuses as a whole (ABDM's 20-minute window
+      passed; with ``consents``, its consent unknown, not granted, ended, past its expiry, or not covering the
+      requested types or dates) is logged with the rule's name and ``on_data_fetch`` is not called (no records
+      are loaded for nothing). Otherwise ``await on_data_fetch(request)`` gives the bundles, which
+      ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle, each guarded;
+      an expired HIU key pushes nothing; the request is the event's :meth:`~WebhookEvent.data_request`, whose
+      ``requested_at`` is the webhook's time, or the moment the receiver took the webhook when the event gives
+      none, so ABDM's 20-minute window is always checked). A redelivered data request (the same transaction id,
+      re-signed, so not a replay) is ignored while the first is answered or once it was; it is forgotten, so a
+      redelivery runs again, only when nothing was pushed (refused by the guard before loading, ``on_data_fetch``
+      failed, took longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push
+      was refused before sending). Outcomes are logged (counts, the rules of the care contexts refused, and error
+      types only: no health data, no ids, no ABHA address).
     * an ``abha.hip_profile_share`` event (Scan & Share: a patient scanned your counter's QR code) is answered 200
       at once, and in the background ``await on_profile_share(share)`` (the event's
       :class:`~health_async.models.ProfileShare`) gives the token number, which

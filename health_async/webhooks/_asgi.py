@@ -10,7 +10,7 @@ from .._logging import logger
 
 if TYPE_CHECKING:
     from .._client import HealthClient
-    from ..resources.abdm._guard import ConsentBook
+    from ..resources.abdm._guard import ConsentStore
 from ._abdm import DataFetchCallback, ProfileShareCallback, _abdm_receiver_args, _AbdmReceiver, _LinkingArgs
 from ._link_otp import LinkOtpStore
 from ._receiving import (
@@ -161,7 +161,7 @@ def abdm_asgi(
     max_otp_tries: int = DEFAULT_MAX_OTP_TRIES,
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
-    consents: ConsentBook | None = None,
+    consents: ConsentStore | None = None,
 ) -> AbdmAsgiApp:
     """:func:`abdm_handler` as a plain ASGI 3 application (FastAPI, Starlette, Litestar, Quart, any ASGI server),
     with no dependency on any of them: the same arguments, checks, answers and background pushes (and a patient's

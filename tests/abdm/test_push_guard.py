@@ -72,7 +72,7 @@ async def test_a_request_answered_within_the_window_is_pushed_and_one_past_it_is
         late, {"cc-1": bundle(None), "cc-2": bundle(None)}, now=NOW + PUSH_WINDOW + dt.timedelta(seconds=1)
     )
     assert result.pushed == () and [r.care_context_id for r in result.refused] == ["cc-1", "cc-2"]
-    assert "20-minute" in result.refused[0].reason
+    assert "20-minute" in result.refused[0].reason and {r.rule for r in result.refused} == {"push_window"}
     assert server.abdm.pages(late.transaction_id) == []  # nothing reached the service
 
 
@@ -86,6 +86,7 @@ async def test_a_bundle_of_a_type_not_asked_for_is_refused_alone(
     assert result.pushed == ("cc-2",)
     [refused] = result.refused
     assert refused.care_context_id == "cc-1" and "DischargeSummaryRecord" in refused.reason
+    assert refused.rule == "record_type"
     assert list(server.abdm.received(asked.transaction_id)) == ["cc-2"]
 
 
@@ -141,6 +142,14 @@ async def test_a_consent_revoked_by_a_webhook_is_never_pushed_for_again(
     asked = request(server, consent_id="consent-9")
     result = await client.abdm.push_health_data(asked, {"cc-1": bundle(None)}, consents=book, now=NOW)
     assert result.pushed == () and "revoked" in result.refused[0].reason
+    assert result.refused[0].rule == "consent_revoked"
+    book.record(consent_update("consent-9", "GRANTED"))  # the grant's notification, redelivered late: ignored
+    book.grant("consent-9")  # so is the hospital's own grant: revoked is final
+    grant = book.get("consent-9")
+    assert grant is not None and grant.status == "REVOKED"
+    again = await client.abdm.push_health_data(request(server, consent_id="consent-9"), {"cc-1": bundle(None)},
+                                               consents=book, now=NOW)  # fmt: skip
+    assert again.pushed == ()
 
 
 async def test_a_request_naming_no_consent_is_checked_for_window_and_types_only(

@@ -235,7 +235,7 @@ async def test_a_consent_revoked_by_a_webhook_through_the_receiver_is_not_pushed
         await app.join()
     assert server.abdm.pages(revoked["transaction_id"]) == []  # nothing reached the service
     assert list(server.abdm.received(granted["transaction_id"])) == ["visit-1"]  # the same path, consent current
-    assert "0 care context(s) pushed, 0 not found, 1 refused" in caplog.text
+    assert "refused before loading its records: consent_revoked" in caplog.text  # the loader not called
     await app.aclose()
 
 

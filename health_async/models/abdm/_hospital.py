@@ -131,7 +131,8 @@ class HealthDataRequest:
     hip_id: str | None = None
     #: The consent the request is made under, when the request names it (the vendor's example does not; ABDM's own
     #: request does: wire ``consent_id``, else ``consent.id``). Checked against a
-    #: :class:`~health_async.resources.ConsentBook` before anything is pushed.
+    #: :class:`~health_async.resources.ConsentStore` (a :class:`~health_async.resources.ConsentBook`) before the
+    #: records are loaded and before every page pushed.
     consent_id: str | None = wire("consent_id", "consent.id", default=None)
     #: The first instant of the records asked for (ISO 8601 as sent), when the request says (wire
     #: ``date_range.from``, ABDM's own name; the vendor's example has none).
@@ -139,7 +140,9 @@ class HealthDataRequest:
     #: The last instant of the records asked for (wire ``date_range.to``).
     date_to: str | None = wire("date_range.to", default=None)
     #: When the request was made: the webhook's event time (else its timestamp, else its signature's time); ``None``
-    #: when built without an event. ABDM gives a hospital 20 minutes from the request to push.
+    #: when built without an event. ABDM gives a hospital 20 minutes from the request to push: when this is
+    #: ``None``, the window is counted from the moment the request was received, as nearly as it is known (the ABDM
+    #: receivers stamp the moment they took the webhook; ``push_health_data`` its own first check), never skipped.
     requested_at: dt.datetime | None = local(default=None)
 
     @property
@@ -204,4 +207,10 @@ class RefusedCareContext:
     """A care context a push did not send, and why (a rule, never data)."""
 
     care_context_id: str
+    #: Why, as a sentence.
     reason: str
+    #: The rule broken, a short stable name (what the receivers log): ``push_window`` (ABDM's 20 minutes passed),
+    #: ``consent_unknown``, ``consent_revoked``, ``consent_denied``, ``consent_expired``, ``consent_not_granted``,
+    #: ``consent_types`` / ``consent_dates`` (asked for more than the consent covers), ``record_type`` (a bundle of
+    #: a type not asked for); ``""`` when built without one.
+    rule: str = ""

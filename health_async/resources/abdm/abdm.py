@@ -12,25 +12,29 @@ repeat would link or deliver twice): they are sent once, and an unknown outcome 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any, Final
 
+import attrs
 import pybase64
 
 from ... import _json, fhir
 from ... import _routes as R
 from ..._abha_input import normalize_abha_address
 from ..._checks import checked
-from ..._config import NOT_GIVEN, NotGiven, check_header_value, optional_header_value
+from ..._config import NOT_GIVEN, NotGiven, check_header_value, optional_header_value, pick
+from ..._logging import logger
 from ..._mobile import normalize_mobile
-from ..._retry import RetryPolicy
+from ..._retry import RetryPolicy, retry_reason
 from ..._session import json_body
 from ..._wire import structure_many
 from ...abdm_crypto import KeyMaterial, checksum
-from ...errors import BundleInvalid, InvalidArgumentType, InvalidRequest
+from ...errors import BundleInvalid, HealthError, InvalidArgumentType, InvalidRequest
 from ...fhir import validate as validate_bundle
 from ...models.abdm._hospital import (
     CareContext,
@@ -42,7 +46,7 @@ from ...models.abdm._hospital import (
 from ...models.records._cases import HiType
 from ._base import AbdmBase
 from ._discover import DiscoverMixin
-from ._guard import ConsentBook, refusals
+from ._guard import ConsentStore, Refusal, request_refusal, type_refusals
 from ._hiu import HiuMixin
 from ._requests import RequestsMixin
 from ._user_linking import UserLinkingMixin
@@ -73,16 +77,27 @@ def _built(care_context_id: str, bundle: object) -> object:
         raise InvalidRequest(f"bundles[{care_context_id!r}]: {exc}") from None
 
 
-def _decoded(bundle: object, raw: bytes) -> dict[str, Any]:
-    """The bundle as a dict: as given, or its JSON (checked to be an object by :func:`bundle_bytes`)."""
-    return bundle if isinstance(bundle, dict) else _json.loads(raw)
+def _decoded(raw: bytes) -> dict[str, Any]:
+    """The bytes that are sent, decoded (a JSON object: :func:`bundle_bytes` checked it): what is validated and
+    guarded is what the requester receives, not the value it was encoded from."""
+    decoded: dict[str, Any] = _json.loads(raw)
+    return decoded
 
 
-def bundle_bytes(name: str, bundle: object) -> bytes:
-    """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded; ``bytes``/``str`` must already
-    be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise."""
+def bundle_bytes(name: str, bundle: object, *, care_context_id: str | None = None) -> bytes:
+    """A FHIR bundle as the UTF-8 JSON bytes that are sent: a ``dict`` is encoded (once); ``bytes``/``str`` must
+    already be a JSON object. :class:`InvalidRequest` naming ``name`` (never the content) otherwise, and for a
+    ``dict`` holding a number JSON cannot carry (NaN, ±infinity: encoded as ``null``, the requester would receive
+    another document than the one checked, one the validation itself refuses; that message also names
+    ``care_context_id`` when given)."""
     if isinstance(bundle, dict):
-        return json_body(bundle, name)
+        try:
+            return _json.dumps_finite(bundle)
+        except _json.NonFiniteNumber:
+            named = name if care_context_id is None else f"{name} (care context {care_context_id!r})"
+            raise InvalidRequest(f"{named} holds a number JSON cannot carry (NaN or infinity); nothing sent") from None
+        except (TypeError, ValueError, OverflowError):
+            return json_body(bundle, name)  # raises its InvalidRequest, naming the value's kind of fault
     if isinstance(bundle, str):
         try:
             bundle = bundle.encode("utf-8")
@@ -144,17 +159,37 @@ def link_entry(item: object, where: str) -> dict[str, Any]:
         raise InvalidRequest(f"{where}.hi_type must be one of {', '.join(sorted(_HI_TYPES))}")
     entry["hi_type"] = hi_type
     if item.data is not None:
-        entry["data"] = pybase64.b64encode(bundle_bytes(f"{where}.data", item.data)).decode("ascii")
+        raw = bundle_bytes(f"{where}.data", item.data, care_context_id=entry["care_context_id"])
+        entry["data"] = pybase64.b64encode(raw).decode("ascii")
         entry["hi_types"] = [hi_type]
     return entry
 
 
-def _linked_bundle(data: object) -> dict[str, Any]:
-    """The decoded ``data`` of a care context :func:`link_entry` checked (a dict, or the JSON of an object)."""
-    if isinstance(data, dict):
-        return data
-    decoded: dict[str, Any] = _json.loads(data)  # type: ignore[arg-type]  # bytes, bytearray, memoryview or str
-    return decoded
+def _linked_bundle(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of a wire entry :func:`link_entry` made, decoded from the exact bytes that are sent."""
+    return _decoded(pybase64.b64decode(entry["data"]))
+
+
+def _clock(now: dt.datetime | Callable[[], dt.datetime] | None) -> Callable[[], dt.datetime]:
+    """The push's clock: a fixed ``now``, a callable asked at every check, or the current UTC time. Each reading is
+    checked to be timezone-aware (``InvalidRequest``): it is compared with ABDM's window and the key's expiry."""
+    if now is None:
+        return lambda: dt.datetime.now(dt.UTC)
+    if isinstance(now, dt.datetime):
+        aware_datetime(now, "now")
+        return lambda: now
+    if not callable(now):  # pragma: no cover - @checked refuses it first
+        raise InvalidArgumentType("now must be a datetime or a callable returning one")
+    clock = now
+
+    def read() -> dt.datetime:
+        moment = clock()
+        if not isinstance(moment, dt.datetime):
+            raise InvalidArgumentType("now() must return a datetime.datetime")
+        aware_datetime(moment, "now()")
+        return moment
+
+    return read
 
 
 class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
@@ -216,9 +251,9 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         if partner_user_id is not None:
             body["partner_user_id"] = optional_header_value("partner_user_id", partner_user_id)
         if validate:  # last: the costliest check, once every cheap one passed
-            for i, (item, entry) in enumerate(zip(items, entries, strict=True)):
-                if "data" in entry:
-                    check_bundle(entry["care_context_id"], _linked_bundle(item.data), f"care_contexts[{i}]")
+            for i, entry in enumerate(entries):
+                if "data" in entry:  # the bytes that are sent, decoded: what is validated is what is linked
+                    check_bundle(entry["care_context_id"], _linked_bundle(entry), f"care_contexts[{i}]")
         await self._send_once(
             "POST",
             R.PATH_CARE_CONTEXTS_LINK,
@@ -292,8 +327,8 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         request: HealthDataRequest,
         bundles: Mapping[str, dict[str, Any] | bytes | str | fhir.Record],
         *,
-        consents: ConsentBook | None = None,
-        now: dt.datetime | None = None,
+        consents: ConsentStore | None = None,
+        now: dt.datetime | Callable[[], dt.datetime] | None = None,
         validate: bool = True,
         retry: RetryPolicy | NotGiven = NOT_GIVEN,
         timeout: float | NotGiven | None = NOT_GIVEN,
@@ -308,33 +343,47 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         AES-GCM IV; a page per entry is the only way two bundles never meet under one IV). Each entry carries the
         checksum of its plain text (:func:`checksum`). Bundles the request did not ask for are refused; care
         contexts asked for but absent from ``bundles`` are reported in :attr:`PushResult.missing` (nothing is sent
-        for them). An expired HIU key (``key.expiry`` before ``now``, default the current time) is refused before
-        anything is sent; so is a naive ``now`` (it must be timezone-aware).
+        for them). An expired HIU key (``key.expiry`` before the first check's time) is refused before anything is
+        sent.
+
+        ``now`` is the push's clock: a fixed timezone-aware datetime, a callable returning one (asked at every
+        check: before anything is sent, then before every page and every retry of a page), or by default the
+        current UTC time. A naive time is refused (``InvalidRequest``).
 
         Each page is sent once (a repeat would deliver a bundle twice): a page whose outcome is unknown raises
-        :class:`~health_async.errors.OutcomeUnknown` and the pages after it are not sent.
+        :class:`~health_async.errors.OutcomeUnknown` and the pages after it are not sent. A page is retried (by
+        ``retry``'s policy) only when its request cannot have reached the service.
 
-        Before anything is sent, the push is guarded (:mod:`health_async.resources.abdm._guard`): nothing is pushed
-        for a request older than ABDM's 20-minute window (:attr:`~health_async.models.HealthDataRequest.requested_at`,
-        the webhook's time); with ``consents`` (a :class:`~health_async.resources.ConsentBook`), nothing for a
-        request whose consent is not known to be granted, is revoked, denied or expired, or does not cover the
-        requested types or dates; and nothing for a bundle whose record type (its NRCeS profile) is not among the
-        requested ``hi_types``. What is refused is not sent and :attr:`~health_async.models.PushResult.refused`
-        says why, per care context; the rest is pushed.
+        **The guard** (:mod:`health_async.resources.abdm._guard`) holds for every page, not only the first: before
+        each page, and each retry of one, nothing more is pushed for a request older than ABDM's 20-minute window
+        (from :attr:`~health_async.models.HealthDataRequest.requested_at`, the webhook's time; a request built
+        without it is counted from this push's first check, the moment it is first known here, so the window is
+        never skipped); with ``consents`` (a :class:`~health_async.resources.ConsentStore`, e.g. a
+        :class:`~health_async.resources.ConsentBook`), nothing for a request whose consent is not known to be
+        granted, is revoked, denied or expired (also when recorded while the push is under way), or does not cover
+        the requested types or dates. Before the first page, a bundle whose record type (its NRCeS profile) is not
+        among the requested ``hi_types`` is refused alone. What is refused is not sent, and
+        :attr:`~health_async.models.PushResult.refused` says why, per care context, with the rule
+        (:attr:`~health_async.models.RefusedCareContext.rule`); the rest is pushed. Pages refused after others
+        were sent leave the HIU with fewer pages than the ``page_count`` announced: judgement call, nothing is
+        sent past the consent or the window, and ABDM's own timeout ends the HIU's wait.
 
-        Then each bundle to be pushed is validated (:func:`health_async.fhir.validate`, offline: FHIR R4 and the
-        NRCeS profile of its record type): one with an error refuses the whole push, nothing sent
-        (:class:`~health_async.errors.BundleInvalid`, naming the first such care context in the request's order
-        and its errors' paths and rules, never a value). ``validate=False`` pushes the bundles as they are (still
-        checked to be JSON objects). Bundles refused by the guard above are not validated (they are not sent).
+        Each bundle is encoded once, and what is validated and sent are those bytes: a ``dict`` holding a number
+        JSON cannot carry (NaN, ±infinity) is refused (``InvalidRequest`` naming the care context, never the
+        value). Then each bundle to be pushed is validated as decoded from those bytes
+        (:func:`health_async.fhir.validate`, offline: FHIR R4 and the NRCeS profile of its record type): one with
+        an error refuses the whole push, nothing sent (:class:`~health_async.errors.BundleInvalid`, naming the
+        first such care context in the request's order and its errors' paths and rules, never a value).
+        ``validate=False`` pushes the bundles as they are (still checked to be JSON objects). Bundles refused by
+        the guard are not validated (they are not sent).
 
         Raises:
             BundleInvalid: a bundle to be pushed has a validation error; nothing sent.
-            InvalidRequest: a rule above broken (a bundle not asked for, an expired HIU key, ...); nothing sent.
+            InvalidRequest: a rule above broken (a bundle not asked for, an expired HIU key, a non-finite number,
+                a naive ``now``, ...); nothing sent.
             OutcomeUnknown: a page may or may not have been taken; the pages after it were not sent.
         """
-        if now is not None:
-            aware_datetime(now, "now")  # a naive time cannot be compared with the key's expiry, nor sent as one
+        clock = _clock(now)
         if not isinstance(request, HealthDataRequest):
             raise InvalidRequest("request must be the HealthDataRequest of an abha.hip_data_fetch event")
         if not isinstance(bundles, Mapping):
@@ -343,30 +392,75 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
         extra = [key for key in bundles if key not in asked]
         if extra:
             raise InvalidRequest(f"bundles holds {len(extra)} care context(s) the request did not ask for")
+        first = clock()
+        received = request.requested_at if request.requested_at is not None else first
         expires = request.key.expires_at
-        moment = dt.datetime.now(dt.UTC) if now is None else now
-        if expires is not None and expires <= moment:
+        if expires is not None and expires <= first:
             raise InvalidRequest("the HIU's key has expired: nothing pushed (the HIU must ask again)")
-        if consents is not None and not isinstance(consents, ConsentBook):
-            raise InvalidArgumentType("consents must be a ConsentBook")
         given = {cid: _built(cid, bundles[cid]) for cid in asked if cid in bundles}
         plain = {cid: bundle_bytes(f"bundles[{cid!r}]", bundle) for cid, bundle in given.items()}
-        decoded = {cid: _decoded(given[cid], raw) for cid, raw in plain.items()}
-        refused = refusals(request, decoded, consents=consents, now=moment)
+        decoded = {cid: _decoded(raw) for cid, raw in plain.items()}  # the bytes sent, as the requester reads them
+        whole = await request_refusal(request, consents, first, received)
+        refused = dict.fromkeys(plain, whole) if whole is not None else type_refusals(request, decoded)
         order = [cid for cid in plain if cid not in refused]  # the request's order: plain was filled in it
         if validate:  # every bundle before the first page: a refusal sends nothing
             for cid in order:
                 check_bundle(cid, decoded[cid])
+
+        async def guard() -> tuple[Refusal | None, dt.datetime]:
+            moment = clock()
+            return await request_refusal(request, consents, moment, received), moment
+
+        pushed: list[str] = []
         for page, cid in enumerate(order, start=1):
+            stopped = await self._push_page(request, page, len(order), cid, plain[cid], guard, retry, timeout)
+            if stopped is not None:  # this page and every later one: the request's own rules broke
+                refused.update(dict.fromkeys(order[page - 1 :], stopped))
+                break
+            pushed.append(cid)
+        return PushResult(
+            transaction_id=request.transaction_id,
+            pushed=tuple(pushed),
+            missing=tuple(cid for cid in asked if cid not in plain),
+            refused=tuple(
+                RefusedCareContext(cid, refused[cid].reason, refused[cid].rule) for cid in plain if cid in refused
+            ),
+        )
+
+    async def _push_page(
+        self,
+        request: HealthDataRequest,
+        page: int,
+        pages: int,
+        cid: str,
+        plain: bytes,
+        guard: Callable[[], Awaitable[tuple[Refusal | None, dt.datetime]]],
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+    ) -> Refusal | None:
+        """Send one page, ``guard`` asked before each attempt: the refusal it gives (nothing of the page sent), or
+        ``None`` once sent. The attempts are the retry policy's, made here rather than in the session so that the
+        guard runs before each: a page is retried only when its request cannot have reached the service (sent
+        once), within the policy's attempts and deadline and the call's time budget (``timeout``, else the
+        client's), counted from the page's first attempt."""
+        policy = pick(retry, self._session.config.retry)
+        policy = attrs.evolve(policy, retry_non_idempotent=False)
+        once = attrs.evolve(policy, attempts=1)
+        budget = self._session.config.timeout if isinstance(timeout, NotGiven) else timeout
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            refusal, moment = await guard()
+            if refusal is not None:
+                return refusal
             material = KeyMaterial.generate()  # fresh for every page: no IV ever serves twice
-            content = material.encrypt(plain[cid], peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)
+            content = material.encrypt(plain, peer_public_key=request.key.public_key, peer_nonce=request.key.nonce)
             body = {
                 "transaction_id": request.transaction_id,
                 "page_number": page,
-                "page_count": len(order),
-                "entries": [
-                    {"care_context_id": cid, "content": content, "media": MEDIA, "checksum": checksum(plain[cid])}
-                ],
+                "page_count": pages,
+                "entries": [{"care_context_id": cid, "content": content, "media": MEDIA, "checksum": checksum(plain)}],
                 "key_information": {
                     "crypto_alg": "ECDH",
                     "curve": "Curve25519",
@@ -378,18 +472,35 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
                     "nonce": material.nonce,
                 },
             }
-            await self._send_once(
-                "POST",
-                R.PATH_HIP_DATA_ON_FETCH,
-                operation="hip_data_push",
-                headers=self._headers(request.oid),
-                json=body,
-                retry=retry,
-                timeout=timeout,
-            )
-        return PushResult(
-            transaction_id=request.transaction_id,
-            pushed=tuple(order),
-            missing=tuple(cid for cid in asked if cid not in plain),
-            refused=tuple(RefusedCareContext(cid, reason) for cid, reason in refused.items()),
-        )
+            left: float | NotGiven | None = timeout
+            if attempt > 1 and budget is not None:
+                left = budget - (time.monotonic() - started)
+            try:
+                await self._send_once(
+                    "POST",
+                    R.PATH_HIP_DATA_ON_FETCH,
+                    operation="hip_data_push",
+                    headers=self._headers(request.oid),
+                    json=body,
+                    retry=once,
+                    timeout=left,
+                )
+            except HealthError as exc:
+                if attempt >= policy.attempts or not policy.should_retry(exc, idempotent=False):
+                    raise
+                delay = policy.delay(attempt, exc)
+                spent = time.monotonic() - started + delay
+                if (policy.deadline is not None and spent > policy.deadline) or (
+                    budget is not None and spent >= budget
+                ):
+                    raise
+                logger.info(
+                    "retrying POST %s in %.2fs after attempt %d: %s",
+                    R.PATH_HIP_DATA_ON_FETCH,
+                    delay,
+                    attempt,
+                    retry_reason(exc),
+                )
+                await asyncio.sleep(delay)
+                continue
+            return None
