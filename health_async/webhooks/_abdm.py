@@ -579,8 +579,8 @@ def abdm_handler(
       the library makes a 6-digit OTP (:mod:`secrets`), keeps only its HMAC in ``link_store`` (default a bounded
       :class:`InMemoryLinkOtpStore`; the :class:`LinkOtpStore` protocol lets several workers share one) for
       ``otp_ttl`` seconds, calls ``await on_link_otp(mobile, otp, request)`` (your SMS gateway) and answers
-      ``on-init``; at the confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries,
-      one use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
+      ``on-init`` with a fresh link reference of its own (the link is bound to the discovery's requester); at the
+      confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries per discovery, one use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
       and gives the link to ``await on_linked(link)`` (record the verified ABHA address against your patient).
       A redelivered step (same event and request id) is ignored, and forgotten when nothing reached the
       service. The OTP, mobile number, ABHA address and ids are never logged.
