@@ -55,7 +55,7 @@ from ._link_otp import (
 from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
 from ._receiving import DEFAULT_CALLBACK_TIMEOUT, DEFAULT_EVENT_TIMEOUT, DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
-from ._seen import DEFAULT_MAX_SEEN, InMemorySeenStore, SeenStore
+from ._seen import DEFAULT_MAX_SEEN, Claim, InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret, compute_signature, verify
 from ._tokens import IST, TokenCounter
 from ._user_linking import (
@@ -85,6 +85,7 @@ __all__ = [
     "AbdmAsgiApp",
     "AbdmHandler",
     "Bundles",
+    "Claim",
     "DataFetchCallback",
     "DiscoverCallback",
     "EventKind",

@@ -4,7 +4,6 @@ answered in the background), and what the ASGI receiver shares with it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import math
 import time
@@ -28,6 +27,7 @@ from ..models.webhooks._events import EventKind, WebhookEvent
 from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
     _CLOSED,
+    _IN_PROGRESS,
     DEFAULT_CALLBACK_TIMEOUT,
     DEFAULT_EVENT_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
@@ -36,14 +36,16 @@ from ._receiving import (
     _Answer,
     _bounded,
     _check_bound,
+    _claim,
     _from_aiohttp,
     _Incoming,
+    _new_token,
     _Refused,
     _run,
     _safe_event_name,
     _to_aiohttp,
 )
-from ._seen import InMemorySeenStore, SeenStore
+from ._seen import Claim, InMemorySeenStore, SeenStore, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 from ._user_linking import (
     DEFAULT_MAX_OTP_TRIES,
@@ -131,6 +133,7 @@ class _AbdmReceiver:
         # data requests, profile shares and linking steps taken are kept in the seen store (_taken_key), so that a
         # store shared by several workers answers each once across all of them
         self._tasks: set[asyncio.Task[None]] = set()
+        self._claims: dict[str, str] = {}  # key -> the token of this receiver's claim, while its answer runs
         self._closed = False  # set when aclose() starts: no background work is started after it
 
     def __repr__(self) -> str:
@@ -146,7 +149,7 @@ class _AbdmReceiver:
         accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store)
         if isinstance(accepted, _Answer):
             return accepted
-        event, key = accepted
+        event, key, token = accepted
 
         async def run() -> str:
             if self._closed and self._needs_background(event):
@@ -161,7 +164,7 @@ class _AbdmReceiver:
                 return await self._take_linking(event)
             return await self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
-        return await _run(self._store, key, event, run)
+        return await _run(self._store, key, token, event, run)
 
     def _needs_background(self, event: WebhookEvent) -> bool:
         """Whether answering ``event`` would start background work (a data request, a profile share)."""
@@ -193,32 +196,66 @@ class _AbdmReceiver:
         return "accepted"
 
     async def _claim(self, event: WebhookEvent, key: str) -> bool:
-        """Record ``key`` (something taken) in the seen store: True when it was not there. Refuses ``event`` with a
-        503 first once closed (no store call); a store error propagates (500: the redelivery runs it)."""
+        """Claim ``key`` (something taken) in the seen store with a new token, kept in ``_claims`` until the answer
+        finishes or releases it: True when it was free, False when an answer of it finished (a duplicate, 200).
+        Refuses ``event`` with a 503 (``Retry-After``) when another answer of it is still running, as that one may
+        yet fail and release it; and with a 503 first once closed (no store call). A store error propagates (500:
+        the redelivery runs it); cancelled in flight, the claim is released (compare-and-delete: another
+        answer's claim is left alone) and the cancellation propagates."""
         if self._closed:
             self._refuse(event)
+        token = _new_token()
         try:
-            return await self._store.add(key, time.time() + _TAKEN_FOR)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):  # it may have been set: this request will not run, forget it
-                await asyncio.shield(self._store.discard(key))
-            raise
+            claim = await _claim(self._store, key, time.time() + _TAKEN_FOR, token)
         except Exception as exc:
             logger.error("ABDM %s: the seen store failed: %s", _safe_event_name(event), type(exc).__name__)
             raise
+        if claim is Claim.IN_PROGRESS:
+            logger.warning(
+                "ABDM %s redelivered while the first is still being answered: 503, retry later",
+                _safe_event_name(event),
+            )
+            raise _Refused(_IN_PROGRESS)
+        if claim is not Claim.NEW:
+            return False
+        self._claims[key] = token
+        return True
 
     async def _release(self, key: str) -> None:
-        """Forget ``key``, so the next delivery of what it stands for runs (a store error is logged, not raised)."""
+        """Release ``key`` if this receiver's claim holds it, so the next delivery of what it stands for runs (a
+        store error is logged, not raised)."""
+        token = self._claims.pop(key, None)
+        if token is None:
+            return
         try:
-            await self._store.discard(key)
+            await self._store.release(key, token=token)
         except Exception as exc:
             logger.error("ABDM seen store could not forget a failed answer: %s", type(exc).__name__)
 
-    async def _start(self, event: WebhookEvent, key: str, work: Coroutine[Any, Any, None]) -> None:
-        """:meth:`_spawn` ``work``, its ``key`` claimed; refused (503, closed meanwhile), the key is released."""
+    async def _finishing(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """``await work``, then mark ``key`` done unless the work released it: answered, or perhaps answered (an
+        outcome unknown, a push cut after it began), so a redelivery is a duplicate from now on (200), not one to
+        retry (503). Shielded: a cancelled answer still leaves its key done or released, never in progress."""
         try:
-            self._spawn(event, work)
+            await work
+        finally:
+            token = self._claims.pop(key, None)
+            if token is not None:
+                await asyncio.shield(self._finish(key, token))
+
+    async def _finish(self, key: str, token: str) -> None:
+        try:
+            await self._store.finish(key, token=token)
+        except Exception as exc:
+            logger.error("ABDM seen store could not mark an answer done: %s", type(exc).__name__)
+
+    async def _start(self, event: WebhookEvent, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """:meth:`_spawn` ``work``, its ``key`` claimed (marked done when it ends, unless released); refused (503,
+        closed meanwhile), the key is released."""
+        try:
+            self._spawn(event, self._finishing(key, work))
         except _Refused:
+            work.close()  # never started: no "coroutine was never awaited" warning
             await self._release(key)
             raise
 
@@ -428,9 +465,7 @@ def _abdm_receiver_args(
             raise InvalidRequest(f"{name} must be an async function")
     if client is None or not hasattr(client, "abdm"):
         raise InvalidRequest("client must be the HealthClient that pushes the data")
-    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
-    if not isinstance(store, SeenStore):
-        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=4)
     callback_bound = _check_bound(callback_timeout, "callback_timeout")
     event_bound = _check_bound(event_timeout, "event_timeout")
     if consents is not None and not isinstance(consents, ConsentBook):
