@@ -785,7 +785,7 @@ def test_store_and_handler_check_their_settings() -> None:
 async def test_a_store_of_the_old_protocol_still_works_with_a_deprecation_warning(serve: Serve) -> None:
     receiver, store = Receiver(), LegacyStore()
     with pytest.warns(DeprecationWarning, match="claim, finish and release") as warned:
-        handler = webhooks.aiohttp_handler(SECRET, receiver, seen_store=store)
+        handler = webhooks.aiohttp_handler(SECRET, receiver, seen_store=store)  # type: ignore[arg-type]
     assert warned[0].filename == __file__  # pointed at the caller
     url = f"{await serve({('POST', '/hook'): handler})}/hook"
     header = sign(PII, SECRET)
