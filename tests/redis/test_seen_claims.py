@@ -131,3 +131,33 @@ async def test_a_data_request_redelivered_and_cancelled_in_flight_is_still_pushe
         await app.join()
         await app.aclose()
     assert fetched == [data["transaction_id"]] and server.calls("hip_data_push") == 1
+
+
+async def test_a_replay_during_a_slow_failing_delivery_is_retried_then_runs_across_workers(
+    serve: Serve, redis_server: RedisServer, name: str
+) -> None:
+    calls: list[WebhookEvent] = []
+    started, fail = asyncio.Event(), asyncio.Event()
+
+    async def callback(event: WebhookEvent) -> None:
+        calls.append(event)
+        if len(calls) == 1:
+            started.set()
+            await fail.wait()
+            raise RuntimeError("database down")
+
+    async with RedisSeenStore(redis_server.url, name=name) as one, RedisSeenStore(redis_server.url, name=name) as two:
+        urls = [
+            await serve({("POST", "/hook"): webhooks.aiohttp_handler(SECRET, callback, seen_store=store)}) + "/hook"
+            for store in (one, two)
+        ]
+        header = sign(BODY, SECRET)
+        async with aiohttp.ClientSession() as session:
+            first = asyncio.ensure_future(_post(session, urls[0], header))
+            await started.wait()
+            assert await _post(session, urls[1], header) == (503, "webhook already being processed, retry later")
+            fail.set()
+            assert (await first)[0] == 500
+            assert await _post(session, urls[1], header) == (200, "ok")
+            assert await _post(session, urls[0], header) == (200, "duplicate webhook ignored")
+    assert len(calls) == 2
