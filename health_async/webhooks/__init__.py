@@ -13,7 +13,8 @@ Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex
 :func:`abdm_handler` (aiohttp) and :func:`abdm_asgi` (ASGI: FastAPI, Starlette) also answer data requests.
 Anything that does not verify raises :class:`~health_async.errors.WebhookSignatureError` (answer it with 400);
 its message names what failed, never the secret or the body. The handlers also refuse a replay of a webhook they
-have already accepted, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
+have already processed, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler),
+and answer one that comes while the first is still processed 503 with ``Retry-After`` (it may yet fail).
 The ABDM receivers answer data requests and profile shares in the background until closed (``aclose()``);
 from the moment closing begins they start no background work: a webhook that would need it, arriving during or
 after the close, is answered 503 (its replay key forgotten, so the service's redelivery runs elsewhere or later).

@@ -569,8 +569,9 @@ def abdm_handler(
       ``client.abdm.push_health_data`` encrypts to the HIU's key and pushes (one page per bundle; an expired
       HIU key pushes nothing; the request is the event's :meth:`~WebhookEvent.data_request`, whose
       ``requested_at`` is the webhook's time, so ABDM's 20-minute window is checked). A redelivered data request
-      (the same transaction id, re-signed, so not a replay) is ignored while the first is answered or once it
-      was; it is forgotten, so a redelivery runs again, only when nothing was pushed (``on_data_fetch`` failed,
+      (the same transaction id, re-signed, so not a replay) is answered 503 with ``Retry-After: 5`` while the
+      first is being answered (it may yet fail: the retry then runs), and ignored (200) once it was; it is
+      forgotten, so a redelivery runs again, only when nothing was pushed (``on_data_fetch`` failed,
       took longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push was
       refused before sending). Outcomes are logged (counts and error types only: no health data, no ABHA
       address).
@@ -578,7 +579,8 @@ def abdm_handler(
       at once, and in the background ``await on_profile_share(share)`` (the event's
       :class:`~health_async.models.ProfileShare`) gives the token number, which
       ``client.abha.answer_profile_share`` sends (``None``: no token, nothing sent). A redelivered share (the
-      same request id) is ignored while the first is answered or once it was; it is forgotten, so a redelivery
+      same request id) is answered 503 (``Retry-After``) while the first is answered, ignored once it was; it
+      is forgotten, so a redelivery
       runs again, only when nothing reached the service (the callback failed, or the answer was refused or
       failed before or without reaching it; an answer of unknown outcome is not sent twice). A share without a
       request id cannot be answered (logged, 200). Outcomes are logged without the share's personal data or the
@@ -596,8 +598,9 @@ def abdm_handler(
       ``on-init``; at the confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries,
       one use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
       and gives the link to ``await on_linked(link)`` (record the verified ABHA address against your patient).
-      A redelivered step (same event and request id) is ignored, and forgotten when nothing reached the
-      service. The OTP, mobile number, ABHA address and ids are never logged.
+      A redelivered step (same event and request id) is answered 503 (``Retry-After``) while the first is
+      answered, ignored once it was, and forgotten when nothing reached the service. The OTP, mobile number,
+      ABHA address and ids are never logged.
 
     **Bounds.** Each callback run in the background (``on_data_fetch``, ``on_profile_share``, ``on_discover``,
     ``on_link_otp``, ``on_linked``) is cut at ``callback_timeout`` seconds (default 60): cancelled, logged with the
@@ -610,7 +613,9 @@ def abdm_handler(
     ``seen_store``, beside the replay keys, for a day (ABDM's window to answer a data request is 20 minutes; no
     redelivery comes a day later), under a SHA-256 of their kind and id (64 hex digits: no raw id is stored). With
     one store shared by several workers (a Redis :class:`SeenStore`), each is answered once across all of them,
-    and one released after a failure is answered by the next delivery, whichever worker gets it. A store that
+    and one released after a failure is answered by the next delivery, whichever worker gets it. Each is claimed
+    with a random token and released only by its own claim (compare-and-delete): a redelivery cancelled while its
+    claim is in flight never frees the first's, so it is never pushed twice. A store that
     fails at that check answers 500 (the redelivery runs). Without ``seen_store`` each handler has its own
     :class:`InMemorySeenStore`.
 
