@@ -36,7 +36,7 @@ from ._receiving import (
     _Answer,
     _bounded,
     _check_bound,
-    _claim,
+    _claim_key,
     _from_aiohttp,
     _Incoming,
     _new_token,
@@ -206,7 +206,7 @@ class _AbdmReceiver:
             self._refuse(event)
         token = _new_token()
         try:
-            claim = await _claim(self._store, key, time.time() + _TAKEN_FOR, token)
+            claim = await _claim_key(self._store, key, time.time() + _TAKEN_FOR, token)
         except Exception as exc:
             logger.error("ABDM %s: the seen store failed: %s", _safe_event_name(event), type(exc).__name__)
             raise

@@ -119,7 +119,7 @@ async def _accept(
         return _Answer(400, "webhook refused")
     token = _new_token()
     try:
-        claim = await _claim(store, key, signed + tolerance, token)
+        claim = await _claim_key(store, key, signed + tolerance, token)
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
         return _Answer(500, "webhook replay check failed")
@@ -137,7 +137,7 @@ def _new_token() -> str:
     return secrets.token_hex(16)
 
 
-async def _claim(store: SeenStore, key: str, expires_at: float, token: str) -> Claim:
+async def _claim_key(store: SeenStore, key: str, expires_at: float, token: str) -> Claim:
     """``store.claim(key, expires_at, token=token)``; cancelled while it is in flight (a store that does I/O: it may
     have been taken), released first, then the cancellation propagates. The release is compare-and-delete, so when
     another delivery holds the key (this one was a replay) it is left alone; when this one took it, it is freed
