@@ -34,6 +34,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from .errors import InvalidArgumentType, InvalidRequest, TransportError
+from .webhooks._seen import Claim
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
@@ -474,17 +475,67 @@ class RedisLimiter:
         task.add_done_callback(self._tasks.discard)
 
 
+# The seen store's script. KEYS[1] the entry; ARGV[1] the mode: "c" claim (ARGV[2] "t:<token>", ARGV[3] the time
+# to live in ms; answers 0 taken, 1 in progress, 2 done), "f" finish (ARGV[2] "t:<token>": set "1" keeping the
+# expiry), "r" release (ARGV[2] "t:<token>": delete). Finish and release act only when ARGV[2] is the value, so
+# only the claim that holds the entry ends it. A value that is not "t:..." ("1", set by add or by versions before
+# issue 42) is done.
+_SEEN_SCRIPT: Final = """
+local v = redis.call('GET', KEYS[1])
+local mode = ARGV[1]
+if mode == 'c' then
+  if not v then
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    return 0
+  end
+  if string.sub(v, 1, 2) == 't:' then
+    return 1
+  end
+  return 2
+end
+if v ~= ARGV[2] then
+  return 0
+end
+if mode == 'f' then
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('SET', KEYS[1], '1', 'PX', ttl)
+  else
+    redis.call('SET', KEYS[1], '1')
+  end
+elseif mode == 'r' then
+  redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+_SEEN_SHA: Final = hashlib.sha1(_SEEN_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+
+#: A seen entry's value while its claim runs is this and the token; once done it is :data:`_SEEN_DONE`.
+_SEEN_RUNNING: Final = "t:"
+_SEEN_DONE: Final = b"1"
+_SEEN_CLAIMS: Final = {0: Claim.NEW, 1: Claim.IN_PROGRESS, 2: Claim.DONE}
+
+
+def _ttl_ms(expires_at: float) -> int:
+    """Milliseconds from now to the unix time ``expires_at``, at least one."""
+    return max(1, math.ceil((expires_at - time.time()) * 1000))
+
+
 class RedisSeenStore:
     """A :class:`~health_async.webhooks.SeenStore` in Redis: a webhook accepted by one worker is a replay for every
     other worker using the same Redis and ``name``.
 
-    :meth:`add` is one ``SET key 1 NX PX ttl``: atomic on the server, and the entry expires on the server. The
-    time to live is ``expires_at`` less this process's clock, a duration, so skew between the machines' clocks
-    shifts an expiry by no more than the skew (the receivers' expiry is the signed time plus the tolerance, after
-    which the timestamp check refuses the webhook anyway). An ``expires_at`` already past is kept one millisecond.
+    An entry is one string key, ``t:<token>`` while its claim runs, ``1`` once done (the value the versions before
+    issue 42 set, so their entries read as done). :meth:`claim`, :meth:`finish` and :meth:`release` are each one
+    Lua script, atomic on the server: set if absent (else say in progress or done); set done keeping the expiry if
+    the token holds it; delete if the token holds it (compare-and-delete, so a replay cancelled with its claim in
+    flight never deletes the entry of the delivery that was processed). Entries expire on the server: the time to
+    live is ``expires_at`` less this process's clock, a duration, so skew between the machines' clocks shifts an
+    expiry by no more than the skew (the receivers' expiry is the signed time plus the tolerance, after which the
+    timestamp check refuses the webhook anyway). An ``expires_at`` already past is kept one millisecond.
 
-    When Redis cannot be reached, :meth:`add` and :meth:`discard` raise :class:`RedisUnavailable`: the receivers
-    then answer 500 and the service delivers the webhook again later (a webhook is never processed unchecked).
+    When Redis cannot be reached, every method raises :class:`RedisUnavailable`: the receivers then answer 500 and
+    the service delivers the webhook again later (a webhook is never processed unchecked).
 
     Args:
         redis: a URL (this store owns the pool; :meth:`aclose` closes it) or a ``redis.asyncio.Redis`` you own.
@@ -506,25 +557,67 @@ class RedisSeenStore:
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def add(self, key: str, expires_at: float) -> bool:
-        """Record ``key`` until the unix time ``expires_at``: True when it was not there, False for a replay.
+    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
+        """Hold ``key`` for ``token`` until the unix time ``expires_at`` when it is free: ``Claim.NEW``; else
+        ``Claim.IN_PROGRESS`` or ``Claim.DONE``, as its holder is.
 
         Raises:
             RedisUnavailable: Redis could not be used.
         """
-        ttl = max(1, math.ceil((expires_at - time.time()) * 1000))
+        found = await self._seen("c", key, _SEEN_RUNNING + token, str(_ttl_ms(expires_at)))
+        return _SEEN_CLAIMS.get(int(found), Claim.DONE)
+
+    async def finish(self, key: str, *, token: str) -> None:
+        """Mark ``key`` done, keeping its expiry, if ``token`` holds it.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        await self._seen("f", key, _SEEN_RUNNING + token)
+
+    async def release(self, key: str, *, token: str) -> None:
+        """Forget ``key`` if ``token`` holds it (in progress); otherwise nothing happens.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        await self._seen("r", key, _SEEN_RUNNING + token)
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        """The old protocol's add (``SET key 1 NX PX ttl``): record ``key`` as done until the unix time
+        ``expires_at``: True when it was not there, False when it was.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        ttl = _ttl_ms(expires_at)
         result = await _call(
-            "RedisSeenStore", self._slots, lambda: self._redis.set(self._prefix + key, b"1", nx=True, px=ttl)
+            "RedisSeenStore", self._slots, lambda: self._redis.set(self._prefix + key, _SEEN_DONE, nx=True, px=ttl)
         )
         return bool(result)
 
     async def discard(self, key: str) -> None:
-        """Forget ``key``.
+        """The old protocol's discard: forget ``key``, whoever holds it.
 
         Raises:
             RedisUnavailable: Redis could not be used.
         """
         await _call("RedisSeenStore", self._slots, lambda: self._redis.delete(self._prefix + key))
+
+    async def _seen(self, mode: str, key: str, *argv: str) -> int:
+        """Run the seen store's script in ``mode`` on ``key``: its integer answer."""
+        name = self._prefix + key
+
+        async def run() -> object:
+            try:
+                return await self._redis.evalsha(_SEEN_SHA, 1, name, mode, *argv)
+            except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it (one trip too)
+                return await self._redis.eval(_SEEN_SCRIPT, 1, name, mode, *argv)
+
+        result = await _call("RedisSeenStore", self._slots, run)
+        if not isinstance(result, int):  # the script answers integers only
+            raise RedisUnavailable(f"RedisSeenStore: Redis gave an unexpected answer: {type(result).__name__}")
+        return result
 
     async def aclose(self) -> None:
         """Close the connection pool if this store built it from a URL."""

@@ -13,7 +13,8 @@ Every webhook carries a header ``Eka-Webhook-Signature: t=<unix seconds>,v1=<hex
 :func:`abdm_handler` (aiohttp) and :func:`abdm_asgi` (ASGI: FastAPI, Starlette) also answer data requests.
 Anything that does not verify raises :class:`~health_async.errors.WebhookSignatureError` (answer it with 400);
 its message names what failed, never the secret or the body. The handlers also refuse a replay of a webhook they
-have already accepted, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler).
+have already processed, through a :class:`SeenStore` (default: a bounded :class:`InMemorySeenStore` per handler),
+and answer one that comes while the first is still processed 503 with ``Retry-After`` (it may yet fail).
 The ABDM receivers answer data requests and profile shares in the background until closed (``aclose()``);
 from the moment closing begins they start no background work: a webhook that would need it, arriving during or
 after the close, is answered 503 (its replay key forgotten, so the service's redelivery runs elsewhere or later).
@@ -55,7 +56,7 @@ from ._link_otp import (
 from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
 from ._receiving import DEFAULT_CALLBACK_TIMEOUT, DEFAULT_EVENT_TIMEOUT, DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
-from ._seen import DEFAULT_MAX_SEEN, InMemorySeenStore, SeenStore
+from ._seen import DEFAULT_MAX_SEEN, Claim, InMemorySeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret, compute_signature, verify
 from ._tokens import IST, TokenCounter
 from ._user_linking import (
@@ -85,6 +86,7 @@ __all__ = [
     "AbdmAsgiApp",
     "AbdmHandler",
     "Bundles",
+    "Claim",
     "DataFetchCallback",
     "DiscoverCallback",
     "EventKind",

@@ -4,7 +4,6 @@ answered in the background), and what the ASGI receiver shares with it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import hashlib
 import math
@@ -29,6 +28,7 @@ from ..models.webhooks._events import EventKind, WebhookEvent
 from ._link_otp import InMemoryLinkOtpStore, LinkOtpStore
 from ._receiving import (
     _CLOSED,
+    _IN_PROGRESS,
     DEFAULT_CALLBACK_TIMEOUT,
     DEFAULT_EVENT_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
@@ -37,14 +37,16 @@ from ._receiving import (
     _Answer,
     _bounded,
     _check_bound,
+    _claim_key,
     _from_aiohttp,
     _Incoming,
+    _new_token,
     _Refused,
     _run,
     _safe_event_name,
     _to_aiohttp,
 )
-from ._seen import InMemorySeenStore, SeenStore
+from ._seen import Claim, InMemorySeenStore, SeenStore, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 from ._user_linking import (
     DEFAULT_MAX_OTP_TRIES,
@@ -132,6 +134,7 @@ class _AbdmReceiver:
         # data requests, profile shares and linking steps taken are kept in the seen store (_taken_key), so that a
         # store shared by several workers answers each once across all of them
         self._tasks: set[asyncio.Task[None]] = set()
+        self._claims: dict[str, str] = {}  # key -> the token of this receiver's claim, while its answer runs
         self._closed = False  # set when aclose() starts: no background work is started after it
 
     def __repr__(self) -> str:
@@ -147,7 +150,7 @@ class _AbdmReceiver:
         accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store)
         if isinstance(accepted, _Answer):
             return accepted
-        event, key = accepted
+        event, key, token = accepted
 
         async def run() -> str:
             if self._closed and self._needs_background(event):
@@ -162,7 +165,7 @@ class _AbdmReceiver:
                 return await self._take_linking(event)
             return await self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
-        return await _run(self._store, key, event, run)
+        return await _run(self._store, key, token, event, run)
 
     def _needs_background(self, event: WebhookEvent) -> bool:
         """Whether answering ``event`` would start background work (a data request, a profile share)."""
@@ -194,32 +197,66 @@ class _AbdmReceiver:
         return "accepted"
 
     async def _claim(self, event: WebhookEvent, key: str) -> bool:
-        """Record ``key`` (something taken) in the seen store: True when it was not there. Refuses ``event`` with a
-        503 first once closed (no store call); a store error propagates (500: the redelivery runs it)."""
+        """Claim ``key`` (something taken) in the seen store with a new token, kept in ``_claims`` until the answer
+        finishes or releases it: True when it was free, False when an answer of it finished (a duplicate, 200).
+        Refuses ``event`` with a 503 (``Retry-After``) when another answer of it is still running, as that one may
+        yet fail and release it; and with a 503 first once closed (no store call). A store error propagates (500:
+        the redelivery runs it); cancelled in flight, the claim is released (compare-and-delete: another
+        answer's claim is left alone) and the cancellation propagates."""
         if self._closed:
             self._refuse(event)
+        token = _new_token()
         try:
-            return await self._store.add(key, time.time() + _TAKEN_FOR)
-        except asyncio.CancelledError:
-            with contextlib.suppress(Exception):  # it may have been set: this request will not run, forget it
-                await asyncio.shield(self._store.discard(key))
-            raise
+            claim = await _claim_key(self._store, key, time.time() + _TAKEN_FOR, token)
         except Exception as exc:
             logger.error("ABDM %s: the seen store failed: %s", _safe_event_name(event), type(exc).__name__)
             raise
+        if claim is Claim.IN_PROGRESS:
+            logger.warning(
+                "ABDM %s redelivered while the first is still being answered: 503, retry later",
+                _safe_event_name(event),
+            )
+            raise _Refused(_IN_PROGRESS)
+        if claim is not Claim.NEW:
+            return False
+        self._claims[key] = token
+        return True
 
     async def _release(self, key: str) -> None:
-        """Forget ``key``, so the next delivery of what it stands for runs (a store error is logged, not raised)."""
+        """Release ``key`` if this receiver's claim holds it, so the next delivery of what it stands for runs (a
+        store error is logged, not raised)."""
+        token = self._claims.pop(key, None)
+        if token is None:
+            return
         try:
-            await self._store.discard(key)
+            await self._store.release(key, token=token)
         except Exception as exc:
             logger.error("ABDM seen store could not forget a failed answer: %s", type(exc).__name__)
 
-    async def _start(self, event: WebhookEvent, key: str, work: Coroutine[Any, Any, None]) -> None:
-        """:meth:`_spawn` ``work``, its ``key`` claimed; refused (503, closed meanwhile), the key is released."""
+    async def _finishing(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """``await work``, then mark ``key`` done unless the work released it: answered, or perhaps answered (an
+        outcome unknown, a push cut after it began), so a redelivery is a duplicate from now on (200), not one to
+        retry (503). Shielded: a cancelled answer still leaves its key done or released, never in progress."""
         try:
-            self._spawn(event, work)
+            await work
+        finally:
+            token = self._claims.pop(key, None)
+            if token is not None:
+                await asyncio.shield(self._finish(key, token))
+
+    async def _finish(self, key: str, token: str) -> None:
+        try:
+            await self._store.finish(key, token=token)
+        except Exception as exc:
+            logger.error("ABDM seen store could not mark an answer done: %s", type(exc).__name__)
+
+    async def _start(self, event: WebhookEvent, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """:meth:`_spawn` ``work``, its ``key`` claimed (marked done when it ends, unless released); refused (503,
+        closed meanwhile), the key is released."""
+        try:
+            self._spawn(event, self._finishing(key, work))
         except _Refused:
+            work.close()  # never started: no "coroutine was never awaited" warning
             await self._release(key)
             raise
 
@@ -443,9 +480,7 @@ def _abdm_receiver_args(
             raise InvalidRequest(f"{name} must be an async function")
     if client is None or not hasattr(client, "abdm"):
         raise InvalidRequest("client must be the HealthClient that pushes the data")
-    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
-    if not isinstance(store, SeenStore):
-        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=4)
     callback_bound = _check_bound(callback_timeout, "callback_timeout")
     event_bound = _check_bound(event_timeout, "event_timeout")
     if consents is not None and not isinstance(consents, ConsentStore):
@@ -555,16 +590,18 @@ def abdm_handler(
       an expired HIU key pushes nothing; the request is the event's :meth:`~WebhookEvent.data_request`, whose
       ``requested_at`` is the webhook's time, or the moment the receiver took the webhook when the event gives
       none, so ABDM's 20-minute window is always checked). A redelivered data request (the same transaction id,
-      re-signed, so not a replay) is ignored while the first is answered or once it was; it is forgotten, so a
-      redelivery runs again, only when nothing was pushed (refused by the guard before loading, ``on_data_fetch``
-      failed, took longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push
-      was refused before sending). Outcomes are logged (counts, the rules of the care contexts refused, and error
-      types only: no health data, no ids, no ABHA address).
+      re-signed, so not a replay) is answered 503 with ``Retry-After: 5`` while the first is being answered (it
+      may yet fail: the retry then runs), and ignored (200) once it was; it is forgotten, so a redelivery runs
+      again, only when nothing was pushed (refused by the guard before loading, ``on_data_fetch`` failed, took
+      longer than ``callback_timeout`` or was cancelled by :meth:`~AbdmHandler.aclose`, or the push was refused
+      before sending). Outcomes are logged (counts, the rules of the care contexts refused, and error types only:
+      no health data, no ids, no ABHA address).
     * an ``abha.hip_profile_share`` event (Scan & Share: a patient scanned your counter's QR code) is answered 200
       at once, and in the background ``await on_profile_share(share)`` (the event's
       :class:`~health_async.models.ProfileShare`) gives the token number, which
       ``client.abha.answer_profile_share`` sends (``None``: no token, nothing sent). A redelivered share (the
-      same request id) is ignored while the first is answered or once it was; it is forgotten, so a redelivery
+      same request id) is answered 503 (``Retry-After``) while the first is answered, ignored once it was; it
+      is forgotten, so a redelivery
       runs again, only when nothing reached the service (the callback failed, or the answer was refused or
       failed before or without reaching it; an answer of unknown outcome is not sent twice). A share without a
       request id cannot be answered (logged, 200). Outcomes are logged without the share's personal data or the
@@ -580,10 +617,12 @@ def abdm_handler(
       :class:`InMemoryLinkOtpStore`; the :class:`LinkOtpStore` protocol lets several workers share one) for
       ``otp_ttl`` seconds, calls ``await on_link_otp(mobile, otp, request)`` (your SMS gateway) and answers
       ``on-init`` with a fresh link reference of its own (the link is bound to the discovery's requester); at the
-      confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries per discovery, one use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
+      confirmation it checks the token (constant time, expiry, ``max_otp_tries`` wrong tries per discovery, one
+      use), answers ``on-confirm`` with the care contexts or the :class:`~health_async.models.LinkingError`,
       and gives the link to ``await on_linked(link)`` (record the verified ABHA address against your patient).
-      A redelivered step (same event and request id) is ignored, and forgotten when nothing reached the
-      service. The OTP, mobile number, ABHA address and ids are never logged.
+      A redelivered step (same event and request id) is answered 503 (``Retry-After``) while the first is
+      answered, ignored once it was, and forgotten when nothing reached the service. The OTP, mobile number,
+      ABHA address and ids are never logged.
 
     **Bounds.** Each callback run in the background (``on_data_fetch``, ``on_profile_share``, ``on_discover``,
     ``on_link_otp``, ``on_linked``) is cut at ``callback_timeout`` seconds (default 60): cancelled, logged with the
@@ -596,7 +635,9 @@ def abdm_handler(
     ``seen_store``, beside the replay keys, for a day (ABDM's window to answer a data request is 20 minutes; no
     redelivery comes a day later), under a SHA-256 of their kind and id (64 hex digits: no raw id is stored). With
     one store shared by several workers (a Redis :class:`SeenStore`), each is answered once across all of them,
-    and one released after a failure is answered by the next delivery, whichever worker gets it. A store that
+    and one released after a failure is answered by the next delivery, whichever worker gets it. Each is claimed
+    with a random token and released only by its own claim (compare-and-delete): a redelivery cancelled while its
+    claim is in flight never frees the first's, so it is never pushed twice. A store that
     fails at that check answers 500 (the redelivery runs). Without ``seen_store`` each handler has its own
     :class:`InMemorySeenStore`.
 

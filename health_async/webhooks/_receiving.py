@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeAlias, TypeVar
 
@@ -15,7 +16,7 @@ from aiohttp import web
 from .._logging import logger
 from ..errors import InvalidRequest, WebhookSignatureError
 from ..models.webhooks._events import EventKind, WebhookEvent
-from ._seen import SeenStore
+from ._seen import Claim, SeenStore
 from ._signature import SIGNATURE_HEADER, _verify
 
 __all__ = ["DEFAULT_CALLBACK_TIMEOUT", "DEFAULT_EVENT_TIMEOUT", "DEFAULT_MAX_BODY_SIZE"]
@@ -76,6 +77,17 @@ _TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True)  # do not
 _CLOSED: Final = _Answer(503, "webhook receiver closed")
 
 
+#: Seconds a sender is asked to wait (``Retry-After``) before delivering again a webhook still being processed.
+_RETRY_IN_PROGRESS: Final = 5
+
+
+#: The answer to a delivery of a webhook whose first delivery is still being processed: retryable, as the first may
+#: yet fail and release its key (a 200 "duplicate" would then have lost it).
+_IN_PROGRESS: Final = _Answer(
+    503, "webhook already being processed, retry later", (("Retry-After", str(_RETRY_IN_PROGRESS)),)
+)
+
+
 class _Refused(Exception):
     """Raised by a ``work`` given to :func:`_run` to answer with :attr:`answer` instead (its key forgotten)."""
 
@@ -86,9 +98,10 @@ class _Refused(Exception):
 
 async def _accept(
     incoming: _Incoming, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
-) -> tuple[WebhookEvent, str] | _Answer:
-    """The verified, first-seen event of the request and its replay key, or the answer that refuses it (405, 413,
-    400, a 500 when the seen store fails, a 200 for a replay): the checks every handler here makes."""
+) -> tuple[WebhookEvent, str, str] | _Answer:
+    """The verified, first-seen event of the request, its replay key and the token of its claim, or the answer
+    that refuses it (405, 413, 400, a 500 when the seen store fails, a 200 for a replay of a webhook processed, a
+    503 for one still being processed): the checks every handler here makes."""
     if incoming.method != "POST":
         return _METHOD_NOT_ALLOWED
     declared = incoming.declared
@@ -104,28 +117,45 @@ async def _accept(
     except WebhookSignatureError as exc:
         logger.warning("%s", exc)
         return _Answer(400, "webhook refused")
+    token = _new_token()
     try:
-        first = await store.add(key, signed + tolerance)
-    except asyncio.CancelledError:
-        # cancelled while a store that does I/O was adding the key: it may have been set, and this request will
-        # not be processed: forget the key, so the service's redelivery is (judgement call: a delivery of the same
-        # webhook arriving in that very moment could then be processed twice; otherwise it would be lost)
-        with contextlib.suppress(Exception):
-            await asyncio.shield(store.discard(key))
-        raise
+        claim = await _claim_key(store, key, signed + tolerance, token)
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
         return _Answer(500, "webhook replay check failed")
-    if not first:
+    if claim is Claim.IN_PROGRESS:
+        logger.warning("webhook replay of %s answered 503: its first delivery still runs", _safe_event_name(event))
+        return _IN_PROGRESS
+    if claim is not Claim.NEW:
         logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
         return _Answer(200, "duplicate webhook ignored")
-    return event, key
+    return event, key, token
 
 
-async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]) -> _Answer:
-    """200 with ``work``'s text once it returns; 500 when it raises (logged with the event name and the error's
-    type only), or the answer of a :class:`_Refused` it raises (logged by whoever raised it), after forgetting
-    ``key`` so a redelivery runs (also when cancelled, which propagates)."""
+def _new_token() -> str:
+    """A claim's token: random, so no other claim of the same key ever holds the same one."""
+    return secrets.token_hex(16)
+
+
+async def _claim_key(store: SeenStore, key: str, expires_at: float, token: str) -> Claim:
+    """``store.claim(key, expires_at, token=token)``; cancelled while it is in flight (a store that does I/O: it may
+    have been taken), released first, then the cancellation propagates. The release is compare-and-delete, so when
+    another delivery holds the key (this one was a replay) it is left alone; when this one took it, it is freed
+    for the service's redelivery."""
+    try:
+        return await store.claim(key, expires_at, token=token)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(store.release(key, token=token))
+        raise
+
+
+async def _run(
+    store: SeenStore, key: str, token: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]
+) -> _Answer:
+    """200 with ``work``'s text once it returns (``key`` marked done first); 500 when it raises (logged with the
+    event name and the error's type only), or the answer of a :class:`_Refused` it raises (logged by whoever
+    raised it), after releasing ``key`` so a redelivery runs (also when cancelled, which propagates)."""
     done = False
     try:
         text = await work()
@@ -139,7 +169,9 @@ async def _run(store: SeenStore, key: str, event: WebhookEvent, work: Callable[[
         return _Answer(500, "webhook callback failed")
     finally:
         if not done:
-            await _forget(store, key)
+            await _forget(store, key, token)
+    # shielded: the work ran, so its key must not stay "in progress" (a replay would get 503s until it expires)
+    await asyncio.shield(_finish(store, key, token))
     return _Answer(200, text)
 
 
@@ -173,12 +205,21 @@ def _to_aiohttp(answer: _Answer) -> web.Response:
     return response
 
 
-async def _forget(store: SeenStore, key: str) -> None:
-    """Discard ``key`` after a failed callback; a store error is logged (type only), not raised over the 500."""
+async def _forget(store: SeenStore, key: str, token: str) -> None:
+    """Release ``key`` after a failed callback; a store error is logged (type only), not raised over the 500."""
     try:
-        await store.discard(key)
+        await store.release(key, token=token)
     except Exception as exc:
         logger.error("webhook seen store could not forget a failed webhook: %s", type(exc).__name__)
+
+
+async def _finish(store: SeenStore, key: str, token: str) -> None:
+    """Mark ``key`` done after its callback succeeded; a store error is logged (type only), not raised over the 200
+    (the key then stays in progress until it expires: a replay is answered 503 meanwhile, never run again)."""
+    try:
+        await store.finish(key, token=token)
+    except Exception as exc:
+        logger.error("webhook seen store could not mark a webhook done: %s", type(exc).__name__)
 
 
 def _check_bound(value: object, name: str) -> float:

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from ..errors import InvalidRequest
 from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _accept, _Answer, _from_aiohttp, _run, _to_aiohttp
-from ._seen import InMemorySeenStore, SeenStore
+from ._seen import InMemorySeenStore, SeenStore, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 
 __all__ = ["aiohttp_handler"]
@@ -33,10 +33,15 @@ def aiohttp_handler(
     * 400 for a webhook that does not verify (:func:`verify`); the reason is logged at WARNING, the answer
       itself says only that the webhook was refused.
     * 405 for a method other than POST.
-    * 200 without calling the callback for a replay: a webhook that verifies but was already accepted (logged at
-      WARNING). Judgement call: a replay is byte for byte a request this handler took (its callback ran or is
-      running), so a 4xx would only tell a sender that retried after losing our answer that a processed event
-      failed, and make it retry again; an attacker replaying it gains nothing from the 200, as nothing runs.
+    * 200 without calling the callback for a replay: a webhook that verifies but was already processed (logged at
+      WARNING). Judgement call: a replay is byte for byte a request this handler took (its callback ran), so a
+      4xx would only tell a sender that retried after losing our answer that a processed event failed, and make
+      it retry again; an attacker replaying it gains nothing from the 200, as nothing runs.
+    * 503 with ``Retry-After: 5`` without calling the callback for a replay that comes while the first delivery's
+      callback is still running (logged at WARNING): the first may yet fail and release its key, and a 200 would
+      then have lost the webhook; the retry gets the 200 "duplicate" once the first succeeded, or runs once it
+      failed. (The vendor does not document which answers it retries; this library answers every failure that
+      should be delivered again with a 5XX.)
     * 500 when the callback raises, so that the service delivers again; logged at ERROR with the event name and
       the exception's type only (its message, like the event, may hold personal data). Also 500 when the seen
       store raises (a Redis outage is a server error; the webhook is not processed unchecked).
@@ -50,7 +55,11 @@ def aiohttp_handler(
     (``parsing_initiated`` then ``parsing_complete``; ``rec.srp``, ``rec.pii`` and ``rec.classification``), so
     keying on it would drop real events. A different event, or the same one re-signed at another second, is
     new. Share one store between processes (e.g. Redis) to refuse replays across them, and keep the same first
-    secret in all of them. The key is forgotten when the callback fails or is cancelled, so a redelivery runs.
+    secret in all of them. The key is released when the callback fails or is cancelled, so a redelivery runs, and
+    marked done when it succeeds. Each delivery claims the key with a random token, and releases it only if that
+    token still holds it: a replay cancelled with its check in flight (the sender went away, Redis slow) never
+    forgets the key of the delivery that was processed. A store of the old protocol (``add`` and ``discard``
+    only) is still taken, with a ``DeprecationWarning`` and the old guarantees (see :class:`SeenStore`).
 
     ``secret``, ``tolerance``, ``max_body_size`` and ``seen_store`` are checked here, when the handler is built
     (:class:`~health_async.errors.InvalidRequest`). Cancellation (the client went away, the server shuts down)
@@ -62,20 +71,18 @@ def aiohttp_handler(
         raise InvalidRequest("max_body_size must be a positive number of bytes")
     if not callable(callback):
         raise InvalidRequest("callback must be an async function taking the WebhookEvent")
-    store: SeenStore = InMemorySeenStore() if seen_store is None else seen_store
-    if not isinstance(store, SeenStore):
-        raise InvalidRequest("seen_store must have async add(key, expires_at) and discard(key) methods")
+    store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=3)
 
     async def handle(request: web.Request) -> web.Response:
         accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store)
         if isinstance(accepted, _Answer):
             return _to_aiohttp(accepted)
-        event, key = accepted
+        event, key, token = accepted
 
         async def run() -> str:
             await callback(event)
             return "ok"
 
-        return _to_aiohttp(await _run(store, key, event, run))
+        return _to_aiohttp(await _run(store, key, token, event, run))
 
     return handle

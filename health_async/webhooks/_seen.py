@@ -1,54 +1,133 @@
-"""Replays: the :class:`SeenStore` protocol and the bounded :class:`InMemorySeenStore`."""
+"""Replays: the :class:`SeenStore` protocol, the :class:`Claim` it answers, and the bounded
+:class:`InMemorySeenStore`."""
 
 from __future__ import annotations
 
+import enum
 import heapq
 import math
 import time
+import warnings
 from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
 from ..errors import InvalidArgumentType, InvalidRequest
 
-__all__ = ["DEFAULT_MAX_SEEN", "InMemorySeenStore", "SeenStore"]
+__all__ = ["DEFAULT_MAX_SEEN", "Claim", "InMemorySeenStore", "SeenStore"]
 
 #: Most entries an :class:`InMemorySeenStore` holds by default (a few tens of MB at most).
 DEFAULT_MAX_SEEN: Final = 100_000
 
 
+class Claim(enum.Enum):
+    """What :meth:`SeenStore.claim` found: the key was free and is now held (``NEW``), or it was held already, by a
+    delivery still running (``IN_PROGRESS``) or by one that finished (``DONE``)."""
+
+    NEW = "new"
+    IN_PROGRESS = "in_progress"
+    DONE = "done"
+
+
 @runtime_checkable
 class SeenStore(Protocol):
-    """Where :func:`aiohttp_handler` remembers the webhooks it has accepted, to refuse a replay.
+    """Where the receivers (:func:`aiohttp_handler`, :func:`abdm_handler`, :func:`abdm_asgi`) remember the webhooks
+    they have accepted, to refuse a replay, and what they are still working on, to answer a redelivery that comes
+    meanwhile with a retryable 503.
 
-    The methods are ``async`` on purpose: a store shared by several processes (Redis ``SET key 1 NX PXAT``, a
-    database row with a unique key) does I/O and must not block the event loop. An in-memory store just never
-    awaits, which also makes its check-and-insert atomic under asyncio.
+    An entry is a key, held by one claim at a time: its ``token`` (a random value each claim makes with
+    :mod:`secrets`) while the delivery runs, then "done". The receivers call :meth:`claim` only for a webhook whose
+    signature and timestamp have verified (unsigned junk never reaches the store); then :meth:`finish` when the
+    work succeeded, or :meth:`release` when it failed or was cancelled, so that the service's next delivery runs.
+    Both act only when the key is still held by that token, so a delivery that lost (a replay, a redelivery) can
+    never erase the entry of the one that won, even when it was cancelled with its :meth:`claim` in flight and
+    cannot know whether it won. Keys are 64 lowercase hex digits (an HMAC under your secret, or a SHA-256, so
+    they disclose nothing); namespace them yourself in a shared store.
 
-    The handler calls :meth:`add` only for a webhook whose signature and timestamp have verified (unsigned junk
-    never reaches the store), and :meth:`discard` when the callback then failed or was cancelled, so that the
-    service's next delivery of that webhook is processed. Keys are 64 lowercase hex digits (an HMAC under your
-    secret, so they disclose nothing); namespace them yourself in a shared store.
+    The methods are ``async`` on purpose: a store shared by several processes does I/O and must not block the event
+    loop (Redis: one Lua script each, e.g. ``if GET == token then DEL``; a database: one conditional statement). An
+    in-memory store just never awaits, which also makes each method atomic under asyncio.
+
+    **Changed in issue 42** (a public protocol): it was ``add(key, expires_at) -> bool`` and ``discard(key)``. A
+    store that has only those two methods is still accepted by the receivers, with a ``DeprecationWarning`` and
+    the old, weaker guarantees: a replay cancelled with its ``add`` in flight then forgets the first delivery's key
+    (so a later replay runs again), and a redelivery that comes while the first still runs is answered 200
+    "duplicate" (so it is lost when the first fails). Add the three methods below to get the new ones.
     """
 
-    async def add(self, key: str, expires_at: float) -> bool:
-        """Record ``key`` until the unix time ``expires_at``, atomically: True when it was not there (the first
-        delivery), False when it already was (a replay)."""
+    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
+        """Hold ``key`` for ``token`` until the unix time ``expires_at`` when no one holds it (:attr:`Claim.NEW`),
+        atomically; else leave it and say whether its holder is still running (:attr:`Claim.IN_PROGRESS`) or
+        finished (:attr:`Claim.DONE`). An entry expires at ``expires_at`` whatever its state."""
         ...
 
-    async def discard(self, key: str) -> None:
-        """Forget ``key`` (nothing happens when it is not there)."""
+    async def finish(self, key: str, *, token: str) -> None:
+        """Mark ``key`` done, keeping its expiry, if ``token`` still holds it (otherwise nothing happens)."""
         ...
+
+    async def release(self, key: str, *, token: str) -> None:
+        """Forget ``key`` if ``token`` still holds it, in progress (otherwise, a key done or held by another token
+        or already gone, nothing happens): compare-and-delete, atomically."""
+        ...
+
+
+@runtime_checkable
+class _LegacySeenStore(Protocol):
+    """The :class:`SeenStore` before issue 42: a key added once, and forgotten by anyone."""
+
+    async def add(self, key: str, expires_at: float) -> bool: ...
+
+    async def discard(self, key: str) -> None: ...
+
+
+class _FromLegacy:
+    """A :class:`SeenStore` over a store of the old protocol (:class:`_LegacySeenStore`), with its old guarantees:
+    no token is kept, an entry is done once added, and releasing forgets it whoever holds it."""
+
+    def __init__(self, store: _LegacySeenStore) -> None:
+        self._store = store
+
+    def __repr__(self) -> str:
+        return f"_FromLegacy({type(self._store).__name__})"
+
+    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:  # noqa: ARG002 - no token kept
+        return Claim.NEW if await self._store.add(key, expires_at) else Claim.DONE
+
+    async def finish(self, key: str, *, token: str) -> None:
+        """Nothing to do: an added key is all the old protocol knows."""
+
+    async def release(self, key: str, *, token: str) -> None:  # noqa: ARG002 - no token kept
+        await self._store.discard(key)
+
+
+def _seen_store(store: object, stacklevel: int) -> SeenStore:
+    """``store`` as a :class:`SeenStore` (a store of the old protocol wrapped, with a ``DeprecationWarning`` pointing
+    ``stacklevel`` frames up), or :class:`~health_async.errors.InvalidRequest`."""
+    if isinstance(store, SeenStore):
+        return store
+    if isinstance(store, _LegacySeenStore):
+        warnings.warn(
+            "a seen store with only add(key, expires_at) and discard(key) is deprecated: give it async claim, finish "
+            "and release (see health_async.webhooks.SeenStore); until then a cancelled replay check may forget the "
+            "first delivery's key, and a redelivery during the first is answered duplicate",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        return _FromLegacy(store)
+    raise InvalidRequest("seen_store must have async claim(key, expires_at, *, token), finish and release methods")
 
 
 class InMemorySeenStore:
     """The default :class:`SeenStore`: a dict of key -> expiry plus a heap of expiries, in this process only.
 
-    Bounded in time and size. An entry expires at the ``expires_at`` it was added with (the handler passes the
+    Bounded in time and size. An entry expires at the ``expires_at`` it was claimed with (the handler passes the
     signed time plus the tolerance: after that the timestamp check refuses the webhook anyway); expired entries
-    are evicted from the heap's top on every :meth:`add`, O(log n) each. Under a flood it never holds more than
+    are evicted from the heap's top on every :meth:`claim`, O(log n) each. Under a flood it never holds more than
     ``max_entries``: the entry closest to expiry is evicted first. That can only weaken replay protection for
     someone who gets more than ``max_entries`` genuine signed webhooks within the tolerance window, whereas
     refusing new webhooks when full would drop the service's real events.
+
+    Besides the protocol's :meth:`claim`, :meth:`finish` and :meth:`release`, it keeps the old protocol's
+    :meth:`add` (an entry recorded done at once) and :meth:`discard` (forget a key, whoever holds it).
 
     Args:
         max_entries: most keys held (default :data:`DEFAULT_MAX_SEEN`).
@@ -63,6 +142,8 @@ class InMemorySeenStore:
         self._max = max_entries
         self._clock = clock
         self._expiry: dict[str, float] = {}
+        # key -> the token of the claim that holds it, while in progress (a key done, or added, is not here)
+        self._tokens: dict[str, str] = {}
         # (expires_at, key); entries whose key was discarded or re-added are stale and skipped when popped
         self._heap: list[tuple[float, str]] = []
 
@@ -70,15 +151,51 @@ class InMemorySeenStore:
         """Keys held, expired ones not yet evicted included."""
         return len(self._expiry)
 
-    async def add(self, key: str, expires_at: float) -> bool:
-        """True and remember ``key`` until ``expires_at`` when it is new (or had expired), else False.
+    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
+        """Hold ``key`` for ``token`` until ``expires_at`` when it is free (or had expired): :attr:`Claim.NEW`;
+        else :attr:`Claim.IN_PROGRESS` or :attr:`Claim.DONE`, as its holder is.
 
         Raises:
-            InvalidArgumentType: ``key`` is not a str.
+            InvalidArgumentType: ``key`` or ``token`` is not a str.
             InvalidRequest: ``expires_at`` is not a finite number of seconds, or the clock gave none (the handler
                 then answers 500 and processes nothing: judgement call, a clock at +infinity would otherwise
                 evict every live entry and let every replay through).
         """
+        if not isinstance(token, str):
+            raise InvalidArgumentType(f"token must be a str, not {type(token).__name__}")
+        if not self._put(key, expires_at):
+            return Claim.IN_PROGRESS if key in self._tokens else Claim.DONE
+        self._tokens[key] = token
+        return Claim.NEW
+
+    async def finish(self, key: str, *, token: str) -> None:
+        """Mark ``key`` done (its expiry kept) if ``token`` holds it."""
+        if self._tokens.get(key) == token:
+            del self._tokens[key]
+
+    async def release(self, key: str, *, token: str) -> None:
+        """Forget ``key`` if ``token`` holds it, in progress; its heap entry goes stale."""
+        if self._tokens.get(key) == token:
+            del self._tokens[key]
+            self._expiry.pop(key, None)
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        """The old protocol's add: True and remember ``key`` as done until ``expires_at`` when it is new (or had
+        expired), else False.
+
+        Raises:
+            InvalidArgumentType: ``key`` is not a str.
+            InvalidRequest: as :meth:`claim`.
+        """
+        return self._put(key, expires_at)
+
+    async def discard(self, key: str) -> None:
+        """The old protocol's discard: forget ``key``, whoever holds it; its heap entry goes stale."""
+        self._expiry.pop(key, None)
+        self._tokens.pop(key, None)
+
+    def _put(self, key: str, expires_at: float) -> bool:
+        """Record ``key`` until ``expires_at`` (no token): True when it was not there, else False (left as is)."""
         if not isinstance(key, str):
             raise InvalidArgumentType(f"key must be a str, not {type(key).__name__}")
         if not _finite(expires_at):
@@ -98,10 +215,6 @@ class InMemorySeenStore:
             heapq.heapify(self._heap)
         return True
 
-    async def discard(self, key: str) -> None:
-        """Forget ``key``; its heap entry goes stale."""
-        self._expiry.pop(key, None)
-
     def _evict(self, now: float) -> None:
         """Drop every entry expired at ``now``. One heap entry at a time: a stale one (its key discarded, or
         re-added with another expiry) is only dropped from the heap, never taken for the next live entry, which
@@ -111,6 +224,7 @@ class InMemorySeenStore:
             expires_at, key = heapq.heappop(self._heap)
             if self._expiry.get(key) == expires_at:
                 del self._expiry[key]
+                self._tokens.pop(key, None)
 
     def _pop(self) -> None:
         """Drop the live entry closest to expiry (skipping stale heap entries): the eviction when full. A key is
@@ -119,6 +233,7 @@ class InMemorySeenStore:
             expires_at, key = heapq.heappop(self._heap)
             if self._expiry.get(key) == expires_at:
                 del self._expiry[key]
+                self._tokens.pop(key, None)
                 return
 
 

@@ -426,10 +426,11 @@ async def test_a_redelivered_step_is_answered_once_and_a_failed_one_runs_again(
         ):
             return answer.status
 
-    assert await deliver("wh-1") == 200 and await deliver("wh-2") == 200  # the same step, re-signed
+    # the same step re-signed, while the first runs: retry later (issue 42: the first may yet fail, as here)
+    assert await deliver("wh-1") == 200 and await deliver("wh-2") == 503
     gate.set()
     await handler.join()
-    assert calls == ["r-1"]  # the redelivery was ignored while the first ran
+    assert calls == ["r-1"]  # the redelivery did not run while the first ran
     assert await deliver("wh-3") == 200  # the first failed before answering: forgotten, so this one runs
     await handler.join()
     assert calls == ["r-1", "r-1"] and server.calls("on_discover") == 1  # answered (no match) once

@@ -51,7 +51,7 @@ async def test_one_data_request_delivered_to_two_workers_is_pushed_once(
     await workers[1].join()
     assert len(fetched) == 1 and server.calls("hip_data_push") == 1
     assert list(server.abdm.received(data["transaction_id"])) == ["visit-1"]
-    # while the first worker still answers, the other ignores it too
+    # while the first worker still answers, the other asks for a retry (the first may yet fail and release it)
     slow = asyncio.Event()
 
     async def waits(request: HealthDataRequest) -> dict[str, bytes]:
@@ -62,8 +62,12 @@ async def test_one_data_request_delivered_to_two_workers_is_pushed_once(
     later = server.abdm.data_request(["visit-2"], oid="oid-1")
     body = envelope("abha.hip_data_fetch", later)
     assert (await call(pair[0], body, signature=sign(body, SECRET))).body == b"accepted"
-    assert (await call(pair[1], body, signature=resigned(body))).body == b"duplicate data request ignored"
+    meanwhile = await call(pair[1], body, signature=resigned(body))
+    assert (meanwhile.status, meanwhile.headers.get("retry-after")) == (503, "5")
     slow.set()
+    await pair[0].join()
+    after = await call(pair[1], body, signature=resigned(body, 2))
+    assert (after.status, after.body) == (200, b"duplicate data request ignored")
     for worker in (*workers, *pair):
         await worker.join()
         await worker.aclose()
@@ -180,11 +184,11 @@ async def test_a_seen_store_that_fails_answers_500_and_starts_nothing(
 
         adds = 0
 
-        async def add(self, key: str, expires_at: float) -> bool:
+        async def claim(self, key: str, expires_at: float, *, token: str) -> webhooks.Claim:
             self.adds += 1
             if self.adds > 1:
                 raise ConnectionError("the store is down")
-            return await super().add(key, expires_at)
+            return await super().claim(key, expires_at, token=token)
 
     fetched: list[Any] = []
 

@@ -36,33 +36,54 @@ def now_(coro: Coroutine[Any, Any, T]) -> T:
 
 
 class Reference:
-    """What InMemorySeenStore promises, as plainly as it can be said: a dict of key -> expiry; on every add the
-    entries expired at the clock's time go first (an entry is live up to and including its expiry), then, when
-    full, the entry closest to expiry (ties: the smallest key)."""
+    """What InMemorySeenStore promises, as plainly as it can be said: a dict of key -> expiry, and of key -> the
+    token of the claim holding it while in progress; on every add or claim the entries expired at the clock's time
+    go first (an entry is live up to and including its expiry), then, when full, the entry closest to expiry (ties:
+    the smallest key). Only the token holding a key finishes or releases it (issue 42)."""
 
     def __init__(self, max_entries: int) -> None:
         self.max = max_entries
         self.entries: dict[str, float] = {}
+        self.tokens: dict[str, str] = {}
 
     def add(self, key: str, expires_at: float, now: float) -> bool:
         self.entries = {k: e for k, e in self.entries.items() if not e < now}
+        self.tokens = {k: t for k, t in self.tokens.items() if k in self.entries}
         if key in self.entries:
             return False
         while len(self.entries) >= self.max:
-            del self.entries[min(self.entries, key=lambda k: (self.entries[k], k))]
+            evicted = min(self.entries, key=lambda k: (self.entries[k], k))
+            del self.entries[evicted]
+            self.tokens.pop(evicted, None)
         self.entries[key] = expires_at
         return True
 
+    def claim(self, key: str, expires_at: float, token: str, now: float) -> webhooks.Claim:
+        if self.add(key, expires_at, now):
+            self.tokens[key] = token
+            return webhooks.Claim.NEW
+        return webhooks.Claim.IN_PROGRESS if key in self.tokens else webhooks.Claim.DONE
+
+    def finish(self, key: str, token: str) -> None:
+        if self.tokens.get(key) == token:
+            del self.tokens[key]
+
+    def release(self, key: str, token: str) -> None:
+        if self.tokens.get(key) == token:
+            del self.tokens[key], self.entries[key]
+
     def discard(self, key: str) -> None:
         self.entries.pop(key, None)
+        self.tokens.pop(key, None)
 
 
 KEYS = st.sampled_from("abcdef")
+TOKENS = st.sampled_from("xyz")  # a few, so that a token often is not the one holding the key
 
 
 class StoreMatchesReference(RuleBasedStateMachine):
-    """Random adds, discards (a failed callback) and clock advances: the store answers as the reference does and
-    holds exactly the reference's entries after every step."""
+    """Random adds, discards, claims, finishes and releases (by the holder's token or another's) and clock advances:
+    the store answers as the reference does and holds exactly the reference's entries after every step."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -85,6 +106,22 @@ class StoreMatchesReference(RuleBasedStateMachine):
         now_(self.store.discard(key))
         self.model.discard(key)
 
+    @rule(key=KEYS, ttl=st.integers(min_value=-3, max_value=12), token=TOKENS)
+    def claim(self, key: str, ttl: int, token: str) -> None:
+        expires_at = self.now + ttl
+        got = now_(self.store.claim(key, expires_at, token=token))
+        assert got is self.model.claim(key, expires_at, token, self.now)
+
+    @rule(key=KEYS, token=TOKENS)
+    def finish(self, key: str, token: str) -> None:
+        now_(self.store.finish(key, token=token))
+        self.model.finish(key, token)
+
+    @rule(key=KEYS, token=TOKENS)
+    def release(self, key: str, token: str) -> None:
+        now_(self.store.release(key, token=token))
+        self.model.release(key, token)
+
     @rule(seconds=st.sampled_from([0.0, 0.5, 1.0, 3.0, 7.0]))
     def advance(self, seconds: float) -> None:
         self.now += seconds
@@ -93,6 +130,7 @@ class StoreMatchesReference(RuleBasedStateMachine):
     def same_entries(self) -> None:
         assert len(self.store) == len(self.model.entries)
         assert self.store._expiry == self.model.entries
+        assert self.store._tokens == self.model.tokens
         assert len(self.store._heap) <= 2 * self.store._max + 1  # stale heap entries stay bounded
 
 

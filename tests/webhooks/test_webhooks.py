@@ -559,25 +559,47 @@ async def test_send_webhook_refuses_a_non_loopback_url() -> None:
 
 
 class RecordingStore:
-    """A custom SeenStore: a plain dict, recording every call."""
+    """A custom SeenStore: a plain dict of key -> (token or None once done), recording every call."""
 
     def __init__(self, fail: bool = False) -> None:
-        self.seen: dict[str, float] = {}
+        self.seen: dict[str, str | None] = {}
         self.calls: list[tuple[str, str, float | None]] = []
         self.fail = fail
 
-    async def add(self, key: str, expires_at: float) -> bool:
-        self.calls.append(("add", key, expires_at))
+    async def claim(self, key: str, expires_at: float, *, token: str) -> webhooks.Claim:
+        self.calls.append(("claim", key, expires_at))
         if self.fail:
             raise ConnectionError("redis down")
         if key in self.seen:
+            return webhooks.Claim.DONE if self.seen[key] is None else webhooks.Claim.IN_PROGRESS
+        self.seen[key] = token
+        return webhooks.Claim.NEW
+
+    async def finish(self, key: str, *, token: str) -> None:
+        self.calls.append(("finish", key, None))
+        if self.seen.get(key) == token:
+            self.seen[key] = None
+
+    async def release(self, key: str, *, token: str) -> None:
+        self.calls.append(("release", key, None))
+        if key in self.seen and self.seen[key] == token:
+            del self.seen[key]
+
+
+class LegacyStore:
+    """A user's store of the protocol before issue 42: add and discard only."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    async def add(self, key: str, expires_at: float) -> bool:
+        if key in self.seen:
             return False
-        self.seen[key] = expires_at
+        self.seen.add(key)
         return True
 
     async def discard(self, key: str) -> None:
-        self.calls.append(("discard", key, None))
-        self.seen.pop(key, None)
+        self.seen.discard(key)
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: bytes, header: str) -> tuple[int, str]:
@@ -599,7 +621,7 @@ async def test_handler_ignores_a_replay_of_an_accepted_webhook(serve: Serve, cap
     assert "replay of rec.pii ignored" in caplog.text and "THREE DUMMY" not in caplog.text
 
 
-async def test_handler_ignores_concurrent_deliveries_of_one_webhook(serve: Serve) -> None:
+async def test_handler_asks_concurrent_deliveries_of_one_webhook_to_retry(serve: Serve) -> None:
     calls: list[WebhookEvent] = []
 
     async def slow(event: WebhookEvent) -> None:
@@ -611,7 +633,8 @@ async def test_handler_ignores_concurrent_deliveries_of_one_webhook(serve: Serve
     header = sign(PII, SECRET)
     async with aiohttp.ClientSession() as session:
         answers = await asyncio.gather(*(post(session, url, PII, header) for _ in range(3)))
-    assert sorted(answers) == [(200, "duplicate webhook ignored")] * 2 + [(200, "ok")]
+    # the first may yet fail and release its key: the others are asked to come back, not told "duplicate"
+    assert sorted(answers) == [(200, "ok")] + [(503, "webhook already being processed, retry later")] * 2
     assert len(calls) == 1
 
 
@@ -659,7 +682,7 @@ async def test_forged_or_stale_webhooks_never_enter_the_store(serve: Serve) -> N
         assert (await post(session, url, b"[1]", sign(b"[1]", SECRET)))[0] == 400
         assert store.calls == []
         assert (await post(session, url, PII, sign(PII, SECRET)))[0] == 200
-    assert [c[0] for c in store.calls] == ["add"]
+    assert [c[0] for c in store.calls] == ["claim", "finish"]
     assert len(receiver.events) == 1
 
 
@@ -676,7 +699,7 @@ async def test_custom_store_plugs_in_and_is_shared_between_handlers(serve: Serve
         assert await post(session, f"{base}/b", PII, header) == (200, "duplicate webhook ignored")
     assert len(first.events) == 1 and second.events == []
     key = header.split("v1=")[1]  # the signature under the (only) secret, kept until t + tolerance
-    assert store.calls == [("add", key, t + 60), ("add", key, t + 60)]
+    assert store.calls == [("claim", key, t + 60), ("finish", key, None), ("claim", key, t + 60)]
 
 
 class SlowStore(RecordingStore):
@@ -687,8 +710,8 @@ class SlowStore(RecordingStore):
         super().__init__()
         self.reply = asyncio.Event()
 
-    async def add(self, key: str, expires_at: float) -> bool:
-        first = await super().add(key, expires_at)
+    async def claim(self, key: str, expires_at: float, *, token: str) -> webhooks.Claim:
+        first = await super().claim(key, expires_at, token=token)
         await self.reply.wait()
         return first
 
@@ -702,7 +725,7 @@ async def test_a_webhook_cancelled_while_its_key_is_stored_is_processed_when_red
             async with asyncio.timeout(0.2):
                 await post(session, url, PII, header)
         for _ in range(100):
-            if ("discard", store.calls[0][1], None) in store.calls:
+            if ("release", store.calls[0][1], None) in store.calls:
                 break
             await asyncio.sleep(0.01)
         store.reply.set()
@@ -756,3 +779,17 @@ def test_store_and_handler_check_their_settings() -> None:
         webhooks.aiohttp_handler(SECRET, Receiver(), seen_store=object())  # type: ignore[arg-type]
     assert isinstance(webhooks.InMemorySeenStore(), webhooks.SeenStore)
     assert isinstance(RecordingStore(), webhooks.SeenStore)
+    assert not isinstance(LegacyStore(), webhooks.SeenStore)
+
+
+async def test_a_store_of_the_old_protocol_still_works_with_a_deprecation_warning(serve: Serve) -> None:
+    receiver, store = Receiver(), LegacyStore()
+    with pytest.warns(DeprecationWarning, match="claim, finish and release") as warned:
+        handler = webhooks.aiohttp_handler(SECRET, receiver, seen_store=store)  # type: ignore[arg-type]
+    assert warned[0].filename == __file__  # pointed at the caller
+    url = f"{await serve({('POST', '/hook'): handler})}/hook"
+    header = sign(PII, SECRET)
+    async with aiohttp.ClientSession() as session:
+        assert await post(session, url, PII, header) == (200, "ok")
+        assert await post(session, url, PII, header) == (200, "duplicate webhook ignored")
+    assert len(receiver.events) == 1 and len(store.seen) == 1
