@@ -8,7 +8,10 @@ imports this module, nor redis.
   and one ``Retry-After`` pause for every process that uses the same Redis and ``name``.
 * :class:`RedisSeenStore`: a :class:`~health_async.webhooks.SeenStore` whose entries expire on the server, so a
   webhook redelivered to another worker is recognised as a replay.
-* :class:`RedisUnavailable`: what both raise when Redis cannot be reached (a
+* :class:`RedisLinkOtpStore`: a :class:`~health_async.webhooks.LinkOtpStore` for the ABDM receivers'
+  ``link_store=``: the pending links and OTPs of a patient's own search, so that a link requested at one worker is
+  confirmed at any other (only an HMAC of each OTP is kept, under a key of the workers' configuration).
+* :class:`RedisUnavailable`: what they all raise when Redis cannot be reached (a
   :class:`~health_async.errors.TransportError` with ``sent=False``: nothing was sent to the service).
 
 The ingest Ray engine keeps its own coordinator (an actor): Redis is the choice for web backends, Ray's for Ray jobs.
@@ -17,8 +20,10 @@ The ingest Ray engine keeps its own coordinator (an actor): Redis is the choice 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
+import hmac
 import itertools
 import logging
 import math
@@ -26,14 +31,19 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from . import _json
 from .errors import InvalidArgumentType, InvalidRequest, TransportError
+from .models import CareContext, HiType
+from .webhooks import OtpCheck, OtpOutcome, PendingLink
 from .webhooks._seen import Claim
 
 __all__ = [
@@ -42,7 +52,9 @@ __all__ = [
     "DEFAULT_REPORT_DELAY",
     "DEFAULT_SOCKET_TIMEOUT",
     "DEFAULT_UNREPORTED_TTL",
+    "MIN_OTP_KEY_BYTES",
     "RedisLimiter",
+    "RedisLinkOtpStore",
     "RedisSeenStore",
     "RedisUnavailable",
 ]
@@ -624,3 +636,312 @@ class RedisSeenStore:
         if self._owned:
             with contextlib.suppress(*_REDIS_ERRORS):
                 await self._redis.aclose()
+
+
+#: Fewest bytes of a :class:`RedisLinkOtpStore`'s ``otp_key`` (256 bits).
+MIN_OTP_KEY_BYTES: Final = 32
+
+# The pending links' scripts, each run atomically by the server. An entry is a hash: ``l`` the link (encrypted),
+# ``v`` its version, ``d`` the OTP's HMAC (hex; absent: no OTP), ``t`` the name of its counting entry (absent: it
+# counts on itself), ``n`` the wrong tries counted on it, ``x`` "1" once it is locked; its expiry is the key's PX.
+
+# put. KEYS[1] the entry, KEYS[2] (optional) its counting entry. ARGV: ttl (ms), link, version, digest ('' none).
+_LINK_PUT: Final = """
+local ttl = tonumber(ARGV[1])
+local counter = KEYS[2]
+if counter then
+  if counter == KEYS[1] or redis.call('EXISTS', counter) == 0 or redis.call('HEXISTS', counter, 'x') == 1 then
+    return 0
+  end
+  local left = redis.call('PTTL', counter)
+  if left >= 0 and left < ttl then
+    redis.call('PEXPIRE', counter, ttl)
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'l', ARGV[2], 'v', ARGV[3])
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'd', ARGV[4])
+end
+if counter then
+  redis.call('HSET', KEYS[1], 't', counter)
+end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"""
+
+# consume. KEYS[1] the entry. ARGV: the HMAC of the OTP tried (hex), max tries. Answers {outcome, link}: 'm'
+# matched (with the link), 'w' wrong, 'k' locked, 'u' unknown. The counting entry's name is read from the entry: a
+# key not in KEYS, in the same Redis Cluster slot as KEYS[1] (both carry the store's hash tag).
+_LINK_CONSUME: Final = """
+local e = redis.call('HMGET', KEYS[1], 'l', 'd', 't')
+if not e[1] or not e[2] then
+  return {'u'}
+end
+local counter = KEYS[1]
+if e[3] then
+  counter = e[3]
+  if redis.call('EXISTS', counter) == 0 then
+    redis.call('DEL', KEYS[1])
+    return {'u'}
+  end
+  if redis.call('HEXISTS', counter, 'x') == 1 then
+    redis.call('DEL', KEYS[1])
+    return {'k'}
+  end
+end
+if e[2] == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return {'m', e[1]}
+end
+local tries = redis.call('HINCRBY', counter, 'n', 1)
+if tries >= tonumber(ARGV[2]) then
+  redis.call('DEL', KEYS[1])
+  if counter ~= KEYS[1] then
+    redis.call('HSET', counter, 'x', '1')
+  end
+  return {'k'}
+end
+return {'w'}
+"""
+
+# discard. KEYS[1] the entry. ARGV[1]: the version to forget, or nothing (forget whatever is there).
+_LINK_DISCARD: Final = """
+if ARGV[1] == nil or redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+_OUTCOMES: Final = {"w": OtpOutcome.WRONG, "k": OtpOutcome.LOCKED, "u": OtpOutcome.UNKNOWN}
+_HI_TYPES: Final = frozenset(item.value for item in HiType)
+
+
+def _text(value: object) -> str:
+    """A Redis reply as text (bytes, or str from a client made with ``decode_responses=True``)."""
+    return value.decode("ascii") if isinstance(value, bytes) else str(value)
+
+
+def _pack_data(data: dict[str, Any] | bytes | str | None) -> list[Any] | None:
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        return ["b", base64.b64encode(data).decode("ascii")]
+    return ["s", data] if isinstance(data, str) else ["j", data]
+
+
+def _unpack_data(packed: list[Any] | None) -> dict[str, Any] | bytes | str | None:
+    if packed is None:
+        return None
+    kind, value = packed
+    if kind == "b":
+        return base64.b64decode(value)
+    return str(value) if kind == "s" else dict(value)
+
+
+def _pack_link(link: PendingLink) -> bytes:
+    """``link`` as JSON (its care contexts included, each with its bundle if it has one)."""
+    document = {
+        "hip_id": link.hip_id,
+        "reference": link.reference,
+        "display": link.display,
+        "care_contexts": [
+            [cc.care_context_id, cc.display, str(cc.hi_type), _pack_data(cc.data)] for cc in link.care_contexts
+        ],
+        "mobile": link.mobile,
+        "abha_address": link.abha_address,
+        "oid": link.oid,
+        "partner_patient_id": link.partner_patient_id,
+    }
+    try:
+        return _json.dumps(document)
+    except (TypeError, ValueError):  # msgspec's EncodeError is a ValueError; its message may quote the data
+        raise InvalidRequest("RedisLinkOtpStore: the pending link cannot be written as JSON") from None
+
+
+def _unpack_link(data: bytes) -> PendingLink:
+    doc = _json.loads(data)
+    care_contexts = tuple(
+        CareContext(cc_id, display, HiType(hi_type) if hi_type in _HI_TYPES else hi_type, _unpack_data(packed))
+        for cc_id, display, hi_type, packed in doc["care_contexts"]
+    )
+    return PendingLink(
+        doc["hip_id"],
+        doc["reference"],
+        doc["display"],
+        care_contexts,
+        mobile=doc["mobile"],
+        abha_address=doc["abha_address"],
+        oid=doc["oid"],
+        partner_patient_id=doc["partner_patient_id"],
+    )
+
+
+class RedisLinkOtpStore:
+    """A :class:`~health_async.webhooks.LinkOtpStore` in Redis: the pending links (and their OTPs) of a patient's
+    own search shared by every worker using the same Redis, ``name`` and ``otp_key``, so that a link requested at
+    one worker is confirmed at another, once. Pass it as ``link_store=`` to
+    :func:`~health_async.webhooks.abdm_handler` or :func:`~health_async.webhooks.abdm_asgi`.
+
+    Its behaviour is :class:`~health_async.webhooks.InMemoryLinkOtpStore`'s (the reference), with each method one
+    atomic step on the server: ``put``, ``consume`` and ``discard(only=)`` are one Lua script each (``get`` is one
+    ``HGET``). ``consume`` reads the entry and its counting entry (``tries_key``), compares the OTP's HMAC, counts
+    the wrong try there with ``HINCRBY``, locks it at the last try and deletes the entry on its one use or its
+    lock, all in the script: two workers confirming one link at once get one ``MATCHED`` between them.
+    ``discard(only=)`` deletes only when the entry's version is ``only`` (compare-and-delete). Entries expire on the
+    server (``PX``); a counting entry is made to live at least as long as the entries counting on it.
+
+    **What Redis holds.** Never an OTP: only an HMAC-SHA256 of it (and of the entry's name), computed in this
+    process under a key derived from ``otp_key``, which is never sent to Redis. A 6-digit OTP has a million values,
+    so a plain hash would be reversed at once by whoever reads Redis; the HMAC tells nothing without the key. The
+    :class:`~health_async.webhooks.PendingLink` (the patient's reference, name, mobile, ABHA address, ids and care
+    contexts) is written as JSON (the library's codec) and encrypted with AES-256-GCM under another key derived
+    from ``otp_key``, bound to its entry's name; the entries' names are HMACs of the receivers' keys (which hold
+    transaction ids and link references). So neither personal data nor a transaction id appears in Redis, in its
+    ``MONITOR`` or in its slow log. Nothing of a link is logged.
+
+    Judgement calls:
+
+    * **The comparison in the script** is a plain equality of the two HMACs (hex), not a constant-time one: a
+      timing difference could only tell how much of the stored HMAC a guess's HMAC shares, and the one who guesses
+      never sees either HMAC (they are computed here, under a key the guesser does not have), so it tells nothing
+      about the OTP. The tries are still bounded per discovery.
+    * **An expired entry is gone** from the server, so ``consume`` answers ``UNKNOWN`` where the in-memory store
+      may answer ``EXPIRED`` for an entry not yet dropped; the receivers answer both alike (``INVALID_LINK``).
+    * **No bound on the number of entries** other than their time to live (the receivers' ``otp_ttl`` and
+      offer TTL): Redis's ``maxmemory`` is the bound; with an eviction policy, prefer a ``volatile-*`` one.
+    * **An entry that cannot be read** (encrypted under another ``otp_key``: workers configured with different
+      keys, or written by something else) is treated as absent (``get`` answers ``None``, a matching ``consume``
+      ``UNKNOWN``), and logged as an error naming no data. Give every worker the same key.
+
+    When Redis cannot be reached, every method raises :class:`RedisUnavailable`: the receivers then leave the step
+    unanswered and forget its request id, so the service's redelivery (or the patient asking again) runs it.
+
+    Args:
+        redis: a URL (this store owns the pool; :meth:`aclose` closes it) or a ``redis.asyncio.Redis`` you own.
+        name: the key prefix: keys are ``{name}:link:<HMAC of the receivers' key>`` (the braces put them all in one
+            Redis Cluster slot, as a script's keys must be).
+        otp_key: the secret, at least :data:`MIN_OTP_KEY_BYTES` random bytes (``secrets.token_bytes(32)``), the
+            same in every worker and kept in the workers' configuration (never in Redis): required. Changing it
+            forgets every pending link (their patients ask again). Never shown in a ``repr``.
+
+    Raises:
+        InvalidRequest: ``otp_key`` missing, not bytes or shorter than :data:`MIN_OTP_KEY_BYTES`; a bad ``name``
+            or URL.
+    """
+
+    def __init__(self, redis: str | aioredis.Redis, *, name: str = DEFAULT_NAME, otp_key: bytes | None = None) -> None:
+        owner = "RedisLinkOtpStore"
+        self.name = _check_name(name, owner)
+        if not isinstance(otp_key, bytes) or len(otp_key) < MIN_OTP_KEY_BYTES:
+            raise InvalidRequest(
+                f"{owner}: otp_key is required: at least {MIN_OTP_KEY_BYTES} random bytes, the same in every worker "
+                "(from its configuration, e.g. base64.b64decode(settings.LINK_OTP_KEY))"
+            )
+        self._otp_key, self._name_key, self._aead = (
+            hmac.new(otp_key, f"health_async.redis.RedisLinkOtpStore:{label}".encode(), hashlib.sha256).digest()
+            for label in ("otp", "name", "link")
+        )
+        self._cipher = AESGCM(self._aead)
+        self._redis, self._owned = _connect(redis, owner)
+        self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)  # Redis commands at once (so connections)
+        self._prefix = f"{{{self.name}}}:link:"
+        self._put = self._redis.register_script(_LINK_PUT)
+        self._consume = self._redis.register_script(_LINK_CONSUME)
+        self._discard = self._redis.register_script(_LINK_DISCARD)
+
+    def __repr__(self) -> str:
+        return f"RedisLinkOtpStore(name={self.name!r})"
+
+    async def __aenter__(self) -> RedisLinkOtpStore:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    # ---------------------------------------------------------------- the LinkOtpStore protocol
+
+    async def put(
+        self, key: str, link: PendingLink, *, otp: str | None, ttl: float, tries_key: str | None = None
+    ) -> str | None:
+        """Keep ``link`` (encrypted) under ``key`` for ``ttl`` seconds with the HMAC of ``otp`` only; see
+        :meth:`~health_async.webhooks.LinkOtpStore.put`.
+
+        Raises:
+            InvalidRequest: ``ttl`` is not a finite number, or the link cannot be written as JSON.
+            RedisUnavailable: Redis could not be used.
+        """
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+            raise InvalidRequest("RedisLinkOtpStore: ttl must be a finite number of seconds")
+        name = self._key(key)
+        keys = [name] if tries_key is None else [name, self._key(tries_key)]
+        version = secrets.token_urlsafe(12)
+        digest = "" if otp is None else self._digest(name, otp)
+        nonce = secrets.token_bytes(12)
+        sealed = nonce + self._cipher.encrypt(nonce, _pack_link(link), name.encode())
+        args: list[bytes | str | int] = [max(1, math.ceil(ttl * 1000)), base64.b64encode(sealed), version, digest]
+        done = await _call("RedisLinkOtpStore", self._slots, lambda: self._put(keys=keys, args=args))
+        return version if int(done) else None
+
+    async def get(self, key: str) -> PendingLink | None:
+        """The link under ``key`` (locked or not), or ``None``.
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        name = self._key(key)
+        sealed = await _call("RedisLinkOtpStore", self._slots, lambda: self._redis.hget(name, "l"))
+        return None if sealed is None else self._open(name, sealed)
+
+    async def consume(self, key: str, otp: str, *, max_tries: int) -> OtpCheck:
+        """Check ``otp`` against the HMAC under ``key``, count a wrong try and use a right one, in one script; see
+        :meth:`~health_async.webhooks.LinkOtpStore.consume`.
+
+        Raises:
+            RedisUnavailable: Redis could not be used (the try may or may not have been counted).
+        """
+        name = self._key(key)
+        args: list[str | int] = [self._digest(name, otp), max(1, int(max_tries))]
+        reply = await _call("RedisLinkOtpStore", self._slots, lambda: self._consume(keys=[name], args=args))
+        outcome = _text(reply[0])
+        if outcome != "m":
+            return OtpCheck(_OUTCOMES[outcome])
+        link = self._open(name, reply[1])
+        return OtpCheck(OtpOutcome.UNKNOWN) if link is None else OtpCheck(OtpOutcome.MATCHED, link)
+
+    async def discard(self, key: str, *, only: str | None = None) -> None:
+        """Forget ``key`` (with ``only``: only that version of it, compared and deleted in one script).
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        name = self._key(key)
+        args: list[str] = [] if only is None else [only]
+        await _call("RedisLinkOtpStore", self._slots, lambda: self._discard(keys=[name], args=args))
+
+    async def aclose(self) -> None:
+        """Close the connection pool if this store built it from a URL."""
+        if self._owned:
+            with contextlib.suppress(*_REDIS_ERRORS):
+                await self._redis.aclose()
+
+    # ---------------------------------------------------------------- machinery
+
+    def _key(self, key: str) -> str:
+        """The Redis key of the receivers' ``key``: an HMAC, so no transaction id or link reference is in Redis."""
+        mac = hmac.new(self._name_key, key.encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return self._prefix + mac.hexdigest()
+
+    def _digest(self, name: str, otp: str) -> str:
+        """The HMAC of ``otp`` for the entry ``name`` (bound to it: equal OTPs of two entries differ in Redis)."""
+        message = name.encode() + b"\x00" + otp.encode("utf-8", "surrogatepass")
+        return hmac.new(self._otp_key, message, hashlib.sha256).hexdigest()
+
+    def _open(self, name: str, sealed: object) -> PendingLink | None:
+        """The link sealed under ``name``, or ``None`` (logged) when it cannot be read."""
+        try:
+            raw = base64.b64decode(sealed if isinstance(sealed, bytes | str) else b"", validate=True)
+            return _unpack_link(self._cipher.decrypt(raw[:12], raw[12:], name.encode()))
+        except (InvalidTag, ValueError, TypeError, KeyError):  # binascii.Error and JSONDecodeError are ValueErrors
+            logger.error("RedisLinkOtpStore: a pending link could not be read (do all workers share one otp_key?)")
+            return None
