@@ -129,6 +129,7 @@ async def test_json_lines_with_a_bundle_and_each_way_of_naming_the_patient(
     assert lines["<line 6>"]["error"]["message"] == "line 6 is not a JSON object"
     assert server.abdm.links["Shyam@sbx"]["cc-abha"]["data"] == BUNDLE  # the bundle went as base64, whole
     assert server.abdm.links["1234"]["cc-oid"]["data"] is None
+    assert "cc-partner" in server.abdm.links["p-9"]  # named by the partner id alone: no default X-Pt-Id beside it
 
 
 async def test_a_csv_without_a_required_column_is_refused_before_anything_is_sent(

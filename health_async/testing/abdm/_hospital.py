@@ -220,9 +220,15 @@ class FakeAbdm(UserLinkingFake, WebhookDomain):
         body = await self.server._read_json(request, rec)
         if not isinstance(body, dict) or not isinstance(body.get("care_contexts"), list) or not body["care_contexts"]:
             return _error("care_contexts is required")
-        patient = body.get("abha_address") or body.get("oid") or request.headers.get(R.PT_ID)
+        patient = (
+            body.get("abha_address")
+            or body.get("oid")
+            or request.headers.get(R.PT_ID)
+            or body.get("partner_user_id")
+            or request.headers.get(R.PARTNER_PT_ID)
+        )  # the vendor's file names the patient by any of these (the partner's own id through X-Partner-Pt-Id)
         if not isinstance(patient, str) or not patient:
-            return _error("abha_address or oid is required")
+            return _error("abha_address, oid or a partner user id is required")
         oid = _text(body.get("oid")) or _text(request.headers.get(R.PT_ID))
         checked: list[dict[str, Any]] = []
         for item in body["care_contexts"]:
