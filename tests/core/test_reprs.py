@@ -60,7 +60,6 @@ NOT_PERSONAL: Mapping[tuple[str, str], str] = {
     ("FacilityOnboarded", "hip_name"): "a facility's name",
     ("Provider", "name"): "a facility's name",
     ("Facility", "facility_name"): "a facility's name, public in the registry",
-    ("HfrRegistration", "facility_name"): "a facility's name, public in the registry",
     ("RequestParty", "name"): "a facility's name (HIU or HIP)",
     ("RequestHiType", "display"): "the name of a kind of record",
     ("PincodeDetails", "pincode"): "a place looked up, not a person's address",
