@@ -142,7 +142,7 @@ async def test_a_professional_registers_resumed_between_every_step(
         with pytest.raises(E.InvalidFlowStep, match="DONE"):
             await client.hpr.resume(sealed, seal=KEY).check_exist()
     # nothing secret in any state (sealed bytes searched as they are; plain states as JSON text) or log line
-    otps = [o["otp"] for o in server.otps]
+    otps = [str(o["otp"]) for o in server.otps]
     plain_text = [repr(p) for p in backend.plain]
     assert_nothing_secret(backend.sealed + plain_text, aadhaar, mobile, PASSWORD, *otps)
     assert_nothing_secret(plain_text, free[0])
@@ -219,7 +219,7 @@ async def test_a_cancelled_create_counts_as_unknown(server: FakeHealthServer) ->
     async with client_for(server) as client:
         flow = client.hpr.resume(sealed, seal=KEY)
         task = asyncio.ensure_future(create(flow, "asha.new1"))
-        while server.calls("hpr_create") == 0:
+        while server.calls("hpr_create") == 0:  # noqa: ASYNC110 - the fake's record, polled
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -253,7 +253,7 @@ async def test_out_of_step_bad_input_and_wrong_otp_send_nothing_or_keep_the_step
         assert await flow.verify_otp(otp) is Step.VERIFY_MOBILE
         with pytest.raises(E.InvalidMobileNumber):
             await flow.verify_mobile("12345")
-        assert flow.next_step is Step.VERIFY_MOBILE
+        assert flow.next_step.name == "VERIFY_MOBILE"
         assert "Step" not in repr(flow) and repr(flow) == "HprRegistration(next_step=VERIFY_MOBILE)"
 
 
@@ -288,13 +288,13 @@ async def test_states_that_are_not_one_are_refused(server: FakeHealthServer) -> 
     async with client_for(server) as client:
         flow = await client.hpr.register(server.data.valid_aadhaar[0])
         state = flow.to_state()
-        with pytest.raises(E.InvalidRequest, match="state.kind"):
+        with pytest.raises(E.InvalidRequest, match=r"state\.kind"):
             client.hpr.resume({**state, "kind": "login"})
-        with pytest.raises(E.InvalidRequest, match="state.step"):
+        with pytest.raises(E.InvalidRequest, match=r"state\.step"):
             client.hpr.resume({**state, "step": "nowhere"})
-        with pytest.raises(E.InvalidRequest, match="state.secrets"):
+        with pytest.raises(E.InvalidRequest, match=r"state\.secrets"):
             client.hpr.resume({**state, "secrets": {"hpr_id": "x"}})
-        with pytest.raises(E.InvalidRequest, match="state.headers"):
+        with pytest.raises(E.InvalidRequest, match=r"state\.headers"):
             client.hpr.resume({**state, "headers": {"Authorization": "x"}})
         # a sealed ABHA flow never opens as an HPR registration (each family seals under its own purpose)
         abha = await client.abha.register_with_aadhaar(server.data.valid_aadhaar[0])
