@@ -236,6 +236,7 @@ def test_hpr_register_json_step_by_step(
     assert code == 0 and line["step"] == "done" and line["created"] is True and line["hpr_id"]
     assert not run.state.exists()
     assert server.calls("hpr_check_exist") == 1 and server.calls("hpr_mobile_init") == (1 if other_mobile else 0)
+    assert all("X-Pt-Id" not in r.headers for r in server.requests)  # kept by the flow across runs: no patient OID
     otps = [str(o["otp"]) for o in server.otps]
     for blob in [*run.written, caplog.text.encode()]:
         assert_clean(blob, aadhaar, mobile, PASSWORD, *otps)

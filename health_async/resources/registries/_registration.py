@@ -36,7 +36,9 @@ Rules (those of every guided flow, :mod:`health_async.resources._flow`):
   - from a verify: the flow stays at its step; calling it again is safe (an OTP check creates nothing; if the
     service says the transaction moved on, start a new flow).
   - from ``verify_mobile``, whose second request (``mobile/init``, the OTP to another number) may be the lost
-    one: the flow stays at ``VERIFY_MOBILE``; calling it again asks ``demo/verify`` again and sends a new OTP.
+    one: the flow stays at ``VERIFY_MOBILE``; calling it again asks ``demo/verify`` again (and, for another
+    number, sends a new OTP). If the service answers that the transaction has moved on (an OTP went out with the
+    lost answer), start a new flow.
   - from ``create``: **never retried**. The flow records it (:attr:`HprRegistration.create_outcome_unknown`, kept
     in the state); the next ``create`` first asks ``check/exist`` (a read): when the professional now holds an HPR
     ID the lost create took effect, nothing more is sent and the flow is ``DONE`` with that ID (``create`` returns
@@ -260,7 +262,7 @@ class HprRegistration(GuidedFlow[HprRegistrationStep]):
             InvalidFlowStep: not at ``VERIFY_MOBILE``; nothing sent.
             InvalidMobileNumber: nothing sent.
             AbhaRateLimited, AbhaBlocked: the flow is now ``BLOCKED``.
-            OutcomeUnknown: the flow stays at ``VERIFY_MOBILE``; calling again is safe (see the module).
+            OutcomeUnknown: the flow stays at ``VERIFY_MOBILE``; call it again (see the module).
         """
         self._expect("verify_mobile", Step.VERIFY_MOBILE)
         txn_id = self._txn_id
