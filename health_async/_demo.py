@@ -26,7 +26,7 @@ from ._client import HealthClient
 from ._mobile import mask_mobile
 from ._retry import RetryPolicy
 from .errors import AbhaError, DocumentNotFound, HealthError
-from .models import FlowStep
+from .models import FlowStep, HprRegistrationStep
 from .resources.records._polling import PollPolicy
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ class _Printer:
 #: The facility the demo's patient searches, and the secret of the hospital's webhook receiver.
 DEMO_HIP = "IN2910000101"
 _DEMO_WEBHOOK_SECRET = "demo-user-linking-secret"
+#: The facility the demo onboards (the fake's registry does not hold it) and the demo doctor's HPR password.
+DEMO_NEW_FACILITY = "IN2910000777"
+_DEMO_HPR_PASSWORD = "Demo!Passw0rd-46"
 
 
 def _last_ten(value: str | None) -> str:
@@ -301,6 +304,33 @@ async def run_demo(
                 return f"{mask_aadhaar(number)} -> {account!r}, then login -> {login.next_step.name}"
 
             await step("abha register (Aadhaar OTP) + login", abha_register_and_login)
+
+            async def professional_registers() -> str:
+                # A doctor's HPR ID with the guided flow (abdm-connect/flows/m4.mdx); the OTPs from the fake. No
+                # X-Pt-Id: the professional is not the demo's patient. The password is the demo's, never shown.
+                number = server.data.valid_aadhaar[1]
+                reg = await client.hpr.register(number, user_id=None)
+                await reg.verify_otp(server.hpr.last_otp(reg.to_state()["txn_id"]))
+                await reg.verify_mobile(server.hpr.linked_mobile(number))
+                if await reg.check_exist() is HprRegistrationStep.CREATE:
+                    free = await reg.suggest()
+                    await reg.create(
+                        free[0] if free else "demo.doctor1",
+                        password=_DEMO_HPR_PASSWORD,
+                        email="doctor@example.org",
+                        hp_category_code=1,
+                        hp_sub_category_code=1,
+                    )
+                how = "held already" if reg.existed else "created"
+                return f"{mask_aadhaar(number)} -> OTP, mobile, check/exist -> HPR ID {how} ({reg.next_step.name})"
+
+            async def facility_onboards() -> str:
+                done = await client.hfr.register("demo-clinic", DEMO_NEW_FACILITY)
+                how = "not in the registry: onboarded, then linked" if done.was_onboarded else "found, linked"
+                return f"{DEMO_NEW_FACILITY} -> search -> {how} to clinic {done.linked.clinic_id}"
+
+            await step("hpr register (a professional)", professional_registers)
+            await step("hfr register (search/onboard/link)", facility_onboards)
             await step("patient-initiated discover + link", lambda: patient_own_search(server, client, user, doc_ids))
             await step(
                 "FHIR lab report -> requester",

@@ -41,6 +41,7 @@ from ._cli.abha import register as _abha_cli
 from ._cli.fhir import commands as _fhir_cli
 from ._cli.patients import commands as _patients_cli
 from ._cli.records import commands as _records_cli
+from ._cli.registries import commands as _registries_cli
 from ._cli.webhooks import commands as _webhooks_cli
 from ._client import HealthClient
 from ._version import __version__
@@ -51,7 +52,16 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-_DOMAIN_CLIS = (_records_cli, _abha_cli, _patients_cli, _ingest_cli, _abdm_cli, _webhooks_cli, _fhir_cli)
+_DOMAIN_CLIS = (
+    _records_cli,
+    _abha_cli,
+    _patients_cli,
+    _ingest_cli,
+    _abdm_cli,
+    _registries_cli,
+    _webhooks_cli,
+    _fhir_cli,
+)
 
 # ------------------------------------------------------------------------ commands
 

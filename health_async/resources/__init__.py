@@ -13,6 +13,7 @@ from .patients.directory import Patients
 from .patients.profiles import Profiles
 from .records.cases import Cases
 from .records.documents import Documents
+from .registries._registration import HprRegistration
 from .registries.hfr import Hfr
 from .registries.hpr import Hpr
 from .webhooks.subscriptions import WebhookSubscriptions
@@ -35,6 +36,7 @@ __all__ = [
     "Documents",
     "Hfr",
     "Hpr",
+    "HprRegistration",
     "KycUpgrade",
     "MobileRegistration",
     "Patients",

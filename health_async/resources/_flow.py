@@ -14,6 +14,10 @@ user session) and ABDM's discover-and-link (:mod:`health_async.resources.abdm._d
   sealed state may carry added (:meth:`GuidedFlow._sealed_only`); :func:`open_state` and the field readers rebuild
   one, naming the field of a bad state, never its value.
 
+What the families that take per-call options (the partner headers and ``encrypt``: the ABHA flows, the HPR
+registration of :mod:`health_async.resources.registries._registration`) share is here too: :func:`flow_options`
+splits what a flow is started with, :func:`headers_field` reads those headers back from a state.
+
 Each family adds its steps, its calls and its state layout; the constructors and ``resume`` functions stay with
 the family.
 """
@@ -31,9 +35,12 @@ from ..errors import AbhaRateLimited, FlowStateInvalid, InvalidFlowStep, Invalid
 
 __all__ = [
     "DEFAULT_STATE_MAX_AGE",
+    "HEADER_OPTIONS",
     "Clock",
     "GuidedFlow",
     "field",
+    "flow_options",
+    "headers_field",
     "open_state",
     "secrets_of",
     "time_field",
@@ -41,6 +48,9 @@ __all__ = [
 
 #: Seconds a sealed state opens (``to_state(seal=key)``): about the life of an ABDM transaction.
 DEFAULT_STATE_MAX_AGE: Final = 1800.0
+
+#: The per-call options a flow keeps in its state (the partner headers: ``X-Pt-Id``, ``X-Partner-Pt-Id``, ``X-Hip-Id``).
+HEADER_OPTIONS: Final = ("user_id", "partner_user_id", "partner_hip_id")
 
 #: A clock: seconds since the epoch (wall-clock, so that a state makes sense on another worker).
 Clock = Callable[[], float]
@@ -212,3 +222,20 @@ def secrets_of(state: Mapping[str, Any], *, sealed: bool) -> dict[str, str]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InvalidRequest("state.secrets must map names to str")
     return dict(value)
+
+
+def flow_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], bool | None]:
+    """The per-call options a flow is started with, split: the partner headers given (kept in the flow and its
+    state, ``None`` included: it leaves a header out) and ``encrypt`` (kept apart)."""
+    headers = {k: v for k, v in options.items() if k != "encrypt"}
+    encrypt = options.get("encrypt")
+    return headers, encrypt if isinstance(encrypt, bool) else None
+
+
+def headers_field(state: Mapping[str, Any]) -> dict[str, str | None]:
+    """``state.headers``: only :data:`HEADER_OPTIONS`, each a str or ``None``; :class:`InvalidRequest` otherwise."""
+    headers = field(state, "headers", Mapping, optional=True) or {}
+    for key, value in headers.items():
+        if key not in HEADER_OPTIONS or not (value is None or isinstance(value, str)):
+            raise InvalidRequest(f"state.headers may hold only {', '.join(HEADER_OPTIONS)} (str or null)")
+    return dict(headers)

@@ -287,7 +287,13 @@ def test_demo_runs_every_operation(capsys: pytest.CaptureFixture[str]) -> None:
         r"DiagnosticReportRecord \((\d+) observations, valid\).*requester read the same (\d+) values$", line
     )
     assert line.startswith("  ok ") and found is not None and found[1] == found[2] != "0"
-    assert "summary: 15/15 operations as expected" in out
+    # milestone 4: a professional's HPR ID through the guided flow, a facility searched, onboarded and linked
+    (line,) = [line for line in out.splitlines() if "hpr register (a professional)" in line]
+    assert line.startswith("  ok ") and line.endswith("HPR ID created (DONE)") and "XXXX XXXX " in line
+    (line,) = [line for line in out.splitlines() if "hfr register (search/onboard/link)" in line]
+    assert line.startswith("  ok ") and "onboarded, then linked" in line
+    assert "Demo!Passw0rd" not in out and "@hpr.abdm" not in out
+    assert "summary: 17/17 operations as expected" in out
 
 
 def server_user(documents: int) -> str:

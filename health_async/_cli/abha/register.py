@@ -96,22 +96,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import binascii
 import contextlib
 import datetime as dt
 import enum
 import os
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
-import pybase64
 
 from ... import _constants as C
-from ... import _json
 from ..._aadhaar import normalize_aadhaar
 from ..._abha_input import AbhaHeaders, normalize_abha_address, normalize_abha_number
 from ..._mobile import normalize_mobile
@@ -129,10 +125,26 @@ from ...errors import (
 )
 from ...models import AbhaAccount, FlowStep, KycMethod, KycResult, LoginMethod, NewAbhaProfile
 from ...resources import AadhaarRegistration, AbhaFlow, AbhaLogin, KycUpgrade, MobileRegistration
-from .._output import Command, emit, error_json
+from .._output import Command, emit
 from .._prompt import Conversation as _Conversation
 from .._prompt import GiveUp as _GiveUp
 from .._prompt import Prompt, checkpoint, default_prompt, refuse_without_terminal
+from .._state import (
+    CHANGED as _CHANGED,
+)
+from .._state import ENV_STATE_KEY, EXIT_WAITING, state_key
+from .._state import Secrets as _Secrets
+from .._state import StateChanged as _StateChanged
+from .._state import UsageError as _Usage
+from .._state import error_line as _error
+from .._state import fields as _fields
+from .._state import file_error as _file_error
+from .._state import load as _load
+from .._state import optional_text as _optional_text
+from .._state import read_answer as _read_answer
+from .._state import remove as _remove
+from .._state import save as _save
+from .._state import text as _text
 from . import account as abha_account
 
 if TYPE_CHECKING:
@@ -156,12 +168,6 @@ __all__ = [
 #: Commands of this module that run without a HealthClient built by ``cli.run`` (they get ``None``).
 NO_CLIENT: frozenset[str] = frozenset()
 
-#: Exit status of ``--json`` when the flow waits for the next answer: run the command again with it.
-EXIT_WAITING: Final = 3
-#: The environment variable holding the key that seals ``--state`` files (URL-safe base64 of 16, 24 or 32 bytes).
-ENV_STATE_KEY: Final = "HEALTH_ASYNC_STATE_KEY"
-#: The longest line of JSON ``--json`` reads from stdin.
-MAX_INPUT_LINE: Final = 64 * 1024
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -578,101 +584,6 @@ async def run_kyc(
 # ------------------------------------------------------------------------------------------------ --json
 
 
-class _Usage(Exception):
-    """Bad usage or configuration of ``--json`` (exit status 2)."""
-
-
-def state_key(environ: Mapping[str, str] | None = None) -> bytes:
-    """The key sealing the ``--state`` files, from :data:`ENV_STATE_KEY`. Raises :class:`_Usage` (never showing
-    the key) when it is missing or not URL-safe base64 of 16, 24 or 32 bytes."""
-    text = (os.environ if environ is None else environ).get(ENV_STATE_KEY, "").strip()
-    how = "URL-safe base64 of 16, 24 or 32 random bytes"
-    if not text:
-        raise _Usage(f"{ENV_STATE_KEY} is not set: --json seals its state file with that key ({how})")
-    try:
-        key = pybase64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError):
-        raise _Usage(f"{ENV_STATE_KEY} is not URL-safe base64 (it must be {how})") from None
-    if len(key) not in (16, 24, 32):
-        raise _Usage(f"{ENV_STATE_KEY} holds {len(key)} bytes; it must be {how}")
-    return key
-
-
-class _Secrets:
-    """What this run was given that no output may show (numbers, OTPs): blotted out of error messages."""
-
-    def __init__(self) -> None:
-        self.values: set[str] = set()
-
-    def add(self, *values: str | None) -> None:
-        for value in values:
-            if value is None:
-                continue
-            for form in (value.strip(), "".join(c for c in value if c.isdigit())):
-                if len(form) >= 4:
-                    self.values.add(form)
-
-    def scrub(self, text: str) -> str:
-        for value in sorted(self.values, key=len, reverse=True):
-            text = text.replace(value, "***")
-        return text
-
-
-def _error(exc: BaseException, secrets: _Secrets) -> dict[str, Any]:
-    out = error_json(exc)
-    out["message"] = secrets.scrub(out["message"])
-    source_code = getattr(exc, "source_code", None)
-    if isinstance(source_code, str):
-        out["source_code"] = source_code
-    return out
-
-
-def _read_answer(stream: IO[str] | IO[bytes] | None) -> dict[str, Any] | None:
-    """One JSON object from one line of ``stream``; ``None`` when there is none (end of input, a blank line).
-
-    A byte stream (stdin's, as :func:`run_json` reads it) is decoded as UTF-8, whatever the locale: JSON between
-    programs is UTF-8 (RFC 8259), and stdin decoded in the locale's encoding (cp1252 on a Windows pipe, Latin-1
-    in such a locale) turned a name in Devanagari into other letters, sent as the person's name."""
-    if stream is None:
-        return None
-    try:
-        read = stream.readline(4 * (MAX_INPUT_LINE + 2))  # bytes: up to 4 a character
-        line = read.decode("utf-8") if isinstance(read, bytes) else read
-    except UnicodeDecodeError:
-        raise InvalidRequest("the input line is not UTF-8") from None
-    if len(line.rstrip("\r\n")) > MAX_INPUT_LINE:
-        raise InvalidRequest(f"the input line is longer than {MAX_INPUT_LINE} characters")
-    if not line.strip():
-        return None
-    try:
-        value = _json.loads(line)
-    except ValueError:
-        raise InvalidRequest("the input line is not JSON (one JSON object on one line)") from None
-    if not isinstance(value, dict):
-        raise InvalidRequest("the input line must be a JSON object")
-    return value
-
-
-def _fields(answer: Mapping[str, Any], where: str, allowed: Iterable[str]) -> None:
-    names = sorted(allowed)
-    if any(name not in names for name in answer):  # the unknown names are not repeated: they are input
-        raise InvalidRequest(f"{where} takes only " + ", ".join(f'"{n}"' for n in names))
-
-
-def _optional_text(answer: Mapping[str, Any], name: str) -> str | None:
-    value = answer.get(name)
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequest(f'"{name}" must be a string')
-    return value
-
-
-def _text(answer: Mapping[str, Any], name: str) -> str:
-    value = _optional_text(answer, name)
-    if value is None:
-        raise InvalidRequest(f'"{name}" is needed')
-    return value
-
-
 _START_INPUT: Final = {
     "aadhaar": '{"aadhaar": "..."}',
     "mobile": '{"mobile": "..."}',
@@ -864,67 +775,7 @@ def _step_line(flow: AbhaFlow, suggestions: Iterable[str] = ()) -> dict[str, Any
     return line
 
 
-class _StateChanged(Exception):
-    """Another run saved (or removed) the state file after this run read it."""
-
-
-def _unchanged(path: Path, loaded: str | None) -> bool:
-    """Whether ``path`` still holds what this run read (``None``: no file) when it began."""
-    try:
-        return _load(path) == loaded
-    except OSError:
-        return False
-
-
-def _save(path: Path, sealed: str, loaded: str | None) -> None:
-    """Write the sealed state to ``path`` atomically (a temporary file beside it, then ``os.replace``), mode 0600
-    (:func:`tempfile.mkstemp` creates it so, readable and writable by its owner only, before anything is written),
-    unless another run changed the file since this one read it (``loaded``): then :class:`_StateChanged`, and that
-    run's state stays. Judgement call: two runs on one state each send their step; without this check the last to
-    save silently undid the other's (measured: a flow stuck until its file was deleted). The check and the
-    replacement are not one atomic step: runs that end within the same milliseconds are not told apart."""
-    if not _unchanged(path, loaded):
-        raise _StateChanged
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(sealed + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
-def _load(path: Path) -> str | None:
-    """The sealed state in ``path``, or ``None`` when there is no such file (a first run)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 20)
-    except FileNotFoundError:
-        return None
-    return data.decode("utf-8", "replace").strip()
-
-
-def _remove(path: Path, loaded: str | None) -> None:
-    """Remove the state file, unless another run saved it since this one read it (``loaded``)."""
-    if _unchanged(path, loaded):
-        with contextlib.suppress(OSError):
-            path.unlink()
-
-
-def _file_error(exc: OSError, what: str) -> dict[str, Any]:
-    """An error of the state file, without its name (the user has it)."""
-    return {"type": type(exc).__name__, "message": f"the state file {what} ({exc.strerror or type(exc).__name__})"}
-
-
 _ENDED: Final = frozenset({FlowStep.DONE, FlowStep.LOG_IN, FlowStep.BLOCKED})
-_CHANGED: Final = (
-    "another run of this flow saved its state file meanwhile: that run's state is kept and this step's is dropped; "
-    "run again to see where the flow is"
-)
 
 
 def _finish(

@@ -12,6 +12,7 @@ ABHA address is). What a ``repr`` shows is the flags (``verified``, ``new``) and
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -26,11 +27,33 @@ __all__ = [
     "HprMobileCheck",
     "HprOtpSent",
     "HprProfile",
+    "HprRegistrationStep",
     "HprStep",
     "HprSuggestions",
     "parse_hpr_available",
     "parse_hpr_suggestions",
 ]
+
+
+class HprRegistrationStep(enum.Enum):
+    """What a guided HPR registration (``client.hpr.register``) expects next: its ``next_step``, in the order of
+    abdm-connect/flows/m4.mdx. The value is what the flow's state (``to_state()``) stores."""
+
+    #: An OTP went to the Aadhaar-linked mobile: ``verify_otp(otp)``.
+    VERIFY_OTP = "verify_otp"
+    #: The Aadhaar is verified: ``verify_mobile(mobile)``, the professional's mobile number.
+    VERIFY_MOBILE = "verify_mobile"
+    #: The mobile given is not the Aadhaar-linked one: an OTP went to it, ``verify_mobile_otp(otp)``.
+    VERIFY_MOBILE_OTP = "verify_mobile_otp"
+    #: The person is verified: ``check_exist()`` asks whether they already hold an HPR ID.
+    CHECK_EXIST = "check_exist"
+    #: They hold none: ``create(hpr_id, password=..., ...)`` (``suggest()`` offers free IDs).
+    CREATE = "create"
+    #: Finished: the flow's ``hpr_id`` is the professional's (created now, or held already: ``existed``).
+    DONE = "done"
+    #: ABDM refused with a rate limit or a block (``AbhaRateLimited`` / ``AbhaBlocked``): start a new flow after
+    #: the flow's ``blocked_until``.
+    BLOCKED = "blocked"
 
 
 @attrs.frozen

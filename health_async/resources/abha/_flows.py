@@ -89,7 +89,7 @@ from ...models.abha._registration import (
     OtpSystem,
     SkipState,
 )
-from .._flow import DEFAULT_STATE_MAX_AGE, Clock, GuidedFlow, open_state
+from .._flow import DEFAULT_STATE_MAX_AGE, Clock, GuidedFlow, flow_options, headers_field, open_state
 from .._flow import field as _field
 from .._flow import secrets_of as _secrets_of
 from .._flow import time_field as _time
@@ -126,7 +126,6 @@ STATE_VERSION: Final = 1
 #: What a sealed flow state is for: a blob sealed for anything else never opens as one.
 _SEAL_PURPOSE: Final = b"health_async.abha_flow_state"
 
-_HEADER_OPTIONS: Final = ("user_id", "partner_user_id", "partner_hip_id")
 _CHOOSE_VIA: Final = frozenset({"auto_login", "login_phr"})
 
 
@@ -1087,11 +1086,6 @@ def _otp_sent(
     )
 
 
-def _flow_options(options: AbhaHeaders) -> dict[str, Any]:
-    """The partner headers given (kept in the flow and its state); ``encrypt`` is kept apart."""
-    return {k: v for k, v in options.items() if k != "encrypt"}
-
-
 async def register_with_aadhaar(
     abha: AbhaCalls,
     aadhaar_number: str,
@@ -1105,7 +1099,7 @@ async def register_with_aadhaar(
     """Start an Aadhaar registration: send the OTP (``aadhaar_init``, once) and return the flow at
     ``VERIFY_OTP``. See ``Abha.register_with_aadhaar``."""
     interval, count = _check_limits(resend_interval, max_resends)
-    headers, encrypt = _flow_options(options), options.get("encrypt")
+    headers, encrypt = flow_options(options)
     init = await abha.aadhaar_init(aadhaar_number, validate=validate, encrypt=encrypt, **headers)
     return _otp_sent(
         AadhaarRegistration, abha, init, clock, headers, encrypt, resend_interval=interval, max_resends=count
@@ -1123,7 +1117,7 @@ async def register_with_mobile(
 ) -> MobileRegistration:
     """Start a mobile registration: send the OTP (``mobile_init``, once); the flow is at ``VERIFY_OTP``."""
     interval, count = _check_limits(resend_interval, max_resends)
-    headers, encrypt = _flow_options(options), options.get("encrypt")
+    headers, encrypt = flow_options(options)
     sent = await abha.mobile_init(mobile, encrypt=encrypt, **headers)
     return _otp_sent(
         MobileRegistration, abha, sent, clock, headers, encrypt, resend_interval=interval, max_resends=count
@@ -1147,7 +1141,7 @@ async def login(
         raise InvalidRequest(f"method must be one of {known}") from None
     if how is LoginMethod.SEARCH:
         raise InvalidRequest("method 'search' is not a guided login (it needs a search answer); use login_init")
-    headers, encrypt = _flow_options(options), options.get("encrypt")
+    headers, encrypt = flow_options(options)
     sent = await abha.login_init(how, identifier, otp_system=otp_system, encrypt=encrypt, **headers)
     return _otp_sent(AbhaLogin, abha, sent, clock, headers, encrypt, login_method=how)
 
@@ -1166,7 +1160,7 @@ async def kyc_upgrade(
 ) -> KycUpgrade:
     """Start a KYC upgrade: send the OTP (``kyc_init``, once); the flow is at ``VERIFY_OTP``."""
     interval, count = _check_limits(resend_interval, max_resends)
-    headers, encrypt = _flow_options(options), options.get("encrypt")
+    headers, encrypt = flow_options(options)
     token = None if user_token is None else normalize_user_token(user_token)
     sent = await abha.kyc_init(method, identifier, user_token=token, validate=validate, encrypt=encrypt, **headers)
     return _otp_sent(
@@ -1191,7 +1185,7 @@ async def user_session(
     **options: Unpack[AbhaHeaders],
 ) -> AbhaSession:
     """Start a user session: send the mobile OTP (``session_init``, once); the flow is at ``VERIFY_OTP``."""
-    headers, encrypt = _flow_options(options), options.get("encrypt")
+    headers, encrypt = flow_options(options)
     sent = await abha.session_init(abha_address, encrypt=encrypt, **headers)
     return _otp_sent(AbhaSession, abha, sent, clock, headers, encrypt)
 
@@ -1247,10 +1241,7 @@ def resume(
     pending = _field(state, "pending_create", str, optional=True)
     if pending is not None:
         normalize_abha_address(pending)
-    headers = _field(state, "headers", Mapping, optional=True) or {}
-    for key, value in headers.items():
-        if key not in _HEADER_OPTIONS or not (value is None or isinstance(value, str)):
-            raise InvalidRequest(f"state.headers may hold only {', '.join(_HEADER_OPTIONS)} (str or null)")
+    headers = headers_field(state)
     resends = _field(state, "resends", int)
     if resends < 0:
         raise InvalidRequest("state.resends must be >= 0")

@@ -3,7 +3,8 @@
 
 The resources themselves are also in :mod:`health_async.resources`."""
 
+from ._registration import HprRegistration
 from .hfr import Hfr
 from .hpr import Hpr
 
-__all__ = ["Hfr", "Hpr"]
+__all__ = ["Hfr", "Hpr", "HprRegistration"]

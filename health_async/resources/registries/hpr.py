@@ -1,7 +1,18 @@
 """``client.hpr``: the Healthcare Professionals Registry (HPR, ABDM milestone 4), one method per operation of
 ``/abdm/nhpr/v1/hpr/aadhaar/...``.
 
-A professional's HPR ID, in the documented order (abdm-connect/flows/m4.mdx)::
+A professional's HPR ID as a guided flow (:meth:`Hpr.register`: the steps, the rules and the resumable state are
+:mod:`health_async.resources.registries._registration`'s)::
+
+    reg = await client.hpr.register("2345 6789 0124")          # OTP to the Aadhaar-linked mobile
+    await reg.verify_otp(otp)
+    if await reg.verify_mobile("98765 43210") is HprRegistrationStep.VERIFY_MOBILE_OTP:
+        await reg.verify_mobile_otp(mobile_otp)                # another number: its own OTP
+    if await reg.check_exist() is HprRegistrationStep.CREATE:  # else DONE: reg.hpr_id is theirs already
+        await reg.create((await reg.suggest())[0], password=password, email="asha@example.org",
+                         hp_category_code=1, hp_sub_category_code=1)
+
+or one call per operation, in the documented order (abdm-connect/flows/m4.mdx)::
 
     sent = await client.hpr.aadhaar_init("2345 6789 0124")                 # OTP to the Aadhaar-linked mobile
     step = await client.hpr.aadhaar_verify(sent.txn_id, "123456")
@@ -38,6 +49,7 @@ error message; the answers hide the transaction ids, names, mobile numbers and H
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final, Unpack
 
 from ... import _routes as R
@@ -59,7 +71,10 @@ from ...models.registries._hpr import (
     parse_hpr_available,
     parse_hpr_suggestions,
 )
+from .._flow import Clock
+from . import _registration
 from ._base import RegistryBase, RegistryOptions
+from ._registration import HprRegistration
 
 __all__ = ["Hpr"]
 
@@ -90,6 +105,47 @@ class Hpr(RegistryBase):
     (``X-Partner-Pt-Id``) and ``partner_hip_id`` (``X-Hip-Id``) default to the client's (``None`` leaves a header
     out); ``encrypt`` defaults to the client's; ``retry`` and ``timeout`` override the client's for this call.
     """
+
+    # -------------------------------------------------------------------- the guided flow
+
+    @checked
+    async def register(
+        self,
+        aadhaar_number: str,
+        *,
+        validate: bool = True,
+        clock: Clock | None = None,
+        **options: Unpack[RegistryOptions],
+    ) -> HprRegistration:
+        """Start a professional's guided HPR registration: send the OTP to the Aadhaar-linked mobile
+        (:meth:`aadhaar_init`, once) and return the flow at ``VERIFY_OTP`` (an
+        :class:`~health_async.resources.HprRegistration`; its steps, in the order of abdm-connect/flows/m4.mdx:
+        ``verify_otp`` -> ``verify_mobile`` [-> ``verify_mobile_otp``] -> ``check_exist`` -> ``create``, or
+        ``DONE`` at ``check_exist`` when the professional already holds an HPR ID).
+
+        The Aadhaar number is checked as by :meth:`aadhaar_init` (``validate=False`` skips the digit rules) and
+        kept nowhere. The partner headers and ``encrypt`` given here are kept by the flow (and its state) for
+        each later step; ``retry`` and ``timeout`` apply to this call. ``clock``: the flow's wall clock (epoch
+        seconds), for the sealed state's expiry.
+
+        Raises what :meth:`aadhaar_init` raises; after :class:`~health_async.errors.OutcomeUnknown` there is no
+        flow (no transaction came back): start again.
+        """
+        return await _registration.register(self, aadhaar_number, validate=validate, clock=clock, **options)
+
+    def resume(
+        self, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Clock | None = None
+    ) -> HprRegistration:
+        """Rebuild a registration from its ``to_state()`` (nothing is sent): the dict, or with ``seal=key`` the
+        sealed ``str`` (:meth:`HprRegistration.to_state <health_async.resources.HprRegistration.to_state>`), on
+        any worker: one step per HTTP request of a web backend.
+
+        Raises:
+            InvalidRequest: not such a state (the field is named, never its value).
+            FlowStateInvalid: a sealed state that does not open with ``seal`` (changed, another key or flow).
+            FlowStateExpired: a sealed state past its expiry.
+        """
+        return _registration.resume(self, state, seal=seal, clock=clock)
 
     # -------------------------------------------------------------------- Aadhaar and mobile checks
 
