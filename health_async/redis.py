@@ -11,6 +11,8 @@ imports this module, nor redis.
 * :class:`RedisLinkOtpStore`: a :class:`~health_async.webhooks.LinkOtpStore` for the ABDM receivers'
   ``link_store=``: the pending links and OTPs of a patient's own search, so that a link requested at one worker is
   confirmed at any other (only an HMAC of each OTP is kept, under a key of the workers' configuration).
+* :class:`RedisConsentBook`: a :class:`~health_async.resources.ConsentStore` shared by every worker, so a consent
+  revoked by a webhook that reached one worker is refused by all of them.
 * :class:`RedisUnavailable`: what they all raise when Redis cannot be reached (a
   :class:`~health_async.errors.TransportError` with ``sent=False``: nothing was sent to the service).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import datetime as dt
 import hashlib
 import hmac
 import itertools
@@ -42,17 +45,29 @@ from redis.backoff import NoBackoff
 
 from . import _json
 from .errors import InvalidArgumentType, InvalidRequest, TransportError
-from .models import CareContext, HiType
+from .models import CareContext, ConsentUpdate, HiType
+from .models.webhooks._events import WebhookEvent
+from .resources.abdm._guard import (
+    DEFAULT_MAX_CONSENTS,
+    RULE_ENDED_IS_FINAL,
+    ConsentGrant,
+    checked_id,
+    checked_max_consents,
+    consent_statuses,
+    granted,
+)
 from .webhooks import OtpCheck, OtpOutcome, PendingLink
 from .webhooks._seen import Claim
 
 __all__ = [
+    "DEFAULT_CONSENT_TTL",
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_NAME",
     "DEFAULT_REPORT_DELAY",
     "DEFAULT_SOCKET_TIMEOUT",
     "DEFAULT_UNREPORTED_TTL",
     "MIN_OTP_KEY_BYTES",
+    "RedisConsentBook",
     "RedisLimiter",
     "RedisLinkOtpStore",
     "RedisSeenStore",
@@ -945,3 +960,262 @@ class RedisLinkOtpStore:
         except (InvalidTag, ValueError, TypeError, KeyError):  # binascii.Error and JSONDecodeError are ValueErrors
             logger.error("RedisLinkOtpStore: a pending link could not be read (do all workers share one otp_key?)")
             return None
+
+
+# ------------------------------------------------------------------------------------------------ RedisConsentBook
+
+#: Seconds a :class:`RedisConsentBook` keeps a consent at least after its last change (30 days): the whole life of a
+#: consent whose expiry is not known, and how long an ended consent outlives its ending at least.
+DEFAULT_CONSENT_TTL: Final = 30 * 24 * 3600.0
+
+# The consent book's one script: read each consent's stored record, apply the forward-only rule, write, atomically
+# on the server. KEYS[1] the index (zset: consent id -> when last written, the server's microseconds); KEYS[2..]
+# the consents' hashes. ARGV[1] the mode: "g" a grant (one consent), "t" a webhook's statuses; ARGV[2] the default
+# life (ms); ARGV[3] max_consents; ARGV[4] the consents' key prefix (the index's members are ids). "g": ARGV[5]
+# expires_at (unix ms, -1 when not known), ARGV[6..] the record's field/value pairs. "t": for KEYS[i], ARGV[2i+1]
+# the ended flag and ARGV[2i+2] the status. Whether a status ends a consent is decided in Python
+# (ConsentGrant.ended: ENDED, declared once) and stored as the flag "ended"; the script applies advance(): a record
+# flagged ended is final, anything else is replaced. An entry expires at the latest of its current expiry, its
+# consent's expiry and now + the default life, so it never shortens (an ended consent outlives the grant it ends).
+# Returns, per consent, 1 (taken) or the status that ended it (ignored). The index is trimmed to max_consents, the
+# oldest change first, deleting their hashes (same hash tag: one Cluster slot).
+_CONSENT_SCRIPT: Final = """
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = math.floor(now_us / 1000)
+local life = tonumber(ARGV[2])
+local prefix = ARGV[4]
+local out = {}
+local index_until = -1
+for i = 2, #KEYS do
+  local key = KEYS[i]
+  local known = redis.call('HMGET', key, 'ended', 'status')
+  if known[1] == '1' then
+    out[#out + 1] = known[2]
+  else
+    local untl = now + life
+    local left = redis.call('PTTL', key)
+    if left > 0 and now + left > untl then untl = now + left end
+    if ARGV[1] == 'g' then
+      local expires = tonumber(ARGV[5])
+      if expires > untl then untl = expires end
+      redis.call('DEL', key)
+      redis.call('HSET', key, unpack(ARGV, 6))
+    else
+      redis.call('HSET', key, 'ended', ARGV[2 * i + 1], 'status', ARGV[2 * i + 2])
+    end
+    redis.call('PEXPIREAT', key, untl)
+    redis.call('ZADD', KEYS[1], now_us, string.sub(key, #prefix + 1))
+    if untl > index_until then index_until = untl end
+    out[#out + 1] = 1
+  end
+end
+if index_until > 0 then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 and now + left > index_until then index_until = now + left end
+  redis.call('PEXPIREAT', KEYS[1], index_until)
+  local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[3])
+  if over > 0 then
+    local gone = redis.call('ZPOPMIN', KEYS[1], over)
+    for j = 1, #gone, 2 do
+      redis.call('DEL', prefix .. gone[j])
+    end
+  end
+end
+return out
+"""
+_CONSENT_SHA: Final = hashlib.sha1(_CONSENT_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+
+
+class RedisConsentBook:
+    """A :class:`~health_async.resources.ConsentStore` in Redis: the consents a hospital knows of, shared by every
+    worker that uses the same Redis and ``name``, so a consent revoked by a webhook that reached one worker is
+    refused by all of them. Pass it as ``consents=`` to ``webhooks.abdm_handler`` / ``abdm_asgi`` (which keep it
+    current with each ``abha.consent_update``) and to ``client.abdm.push_health_data``.
+
+    It behaves as :class:`~health_async.resources.ConsentBook`: :meth:`grant` (same arguments, same checks) records
+    a consent known to be granted, :meth:`take` a consent webhook, :meth:`lookup` what is known of an id.
+
+    **A consent's status only moves forward**, decided atomically on the server: one Lua script per change reads
+    the stored record, applies the guard's rule (``advance()``: revoked, expired and denied are final for a consent
+    id) and writes, so a revocation and a late grant reaching two workers at once end revoked. Whether a status
+    ends a consent is decided in Python (:attr:`~health_async.resources.ConsentGrant.ended`, one declaration) and
+    stored beside it; an update ignored is logged at WARNING by the rule's name (``consent_ended_is_final``),
+    never the id.
+
+    **Expiry** (judgement calls): each consent's entry expires on the server at the latest of its consent's
+    ``expires_at`` (``PEXPIREAT``), ``ttl`` seconds after its last change (default :data:`DEFAULT_CONSENT_TTL`, 30
+    days: the life of a consent whose expiry is not known; pass ``expires_at`` to :meth:`grant` when you know it),
+    and the expiry it already had: an entry's life never shortens, so an ended consent is kept at least as long as
+    the grant it ended would have lived, and at least ``ttl`` after its ending; a late grant arriving within that
+    time cannot revive it. A consent forgotten (expired, or trimmed by the bound) is not known: a push under it is
+    refused (``consent_unknown``), but a late ``GRANTED`` webhook of it would be taken, as with ``ConsentBook``.
+    The expiry is the consent's wall-clock time on the Redis server's clock.
+
+    **Bound**: at most ``max_consents`` consents (a sorted set of their last changes, trimmed by the script, the
+    oldest change forgotten first; default 100,000).
+
+    **Keys**: ``{name}:consent:<consent id>`` (a hash) and ``{name}:consents`` (the sorted set); the braces put them
+    in one Redis Cluster slot (the script deletes the trimmed consents' keys, which it is not given: they share the
+    slot).
+
+    **When Redis cannot be reached**, every method raises :class:`RedisUnavailable`: a push then fails before
+    anything is sent (``sent=False``), and the receivers answer the consent webhook with 500, so the service
+    delivers it again later.
+
+    Args:
+        redis: a URL (this store owns the pool; :meth:`aclose` closes it) or a ``redis.asyncio.Redis`` you own.
+        name: the key prefix (sharers use the same).
+        max_consents: consents kept at most.
+        ttl: seconds a consent is kept at least after its last change; default :data:`DEFAULT_CONSENT_TTL`.
+    """
+
+    def __init__(
+        self,
+        redis: str | aioredis.Redis,
+        *,
+        name: str = DEFAULT_NAME,
+        max_consents: int = DEFAULT_MAX_CONSENTS,
+        ttl: float = DEFAULT_CONSENT_TTL,
+    ) -> None:
+        owner = "RedisConsentBook"
+        self.name = _check_name(name, owner)
+        self.max_consents = checked_max_consents(max_consents)
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 0 < ttl < math.inf:
+            raise InvalidRequest(f"{owner}: ttl must be a number of seconds > 0")
+        self.ttl = float(ttl)
+        self._redis, self._owned = _connect(redis, owner)
+        self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)  # Redis commands at once (so connections)
+        self._index = f"{{{self.name}}}:consents"
+        self._prefix = f"{{{self.name}}}:consent:"
+        self._fixed = (str(math.ceil(self.ttl * 1000)), str(self.max_consents), self._prefix)
+
+    def __repr__(self) -> str:
+        return f"RedisConsentBook(name={self.name!r}, max_consents={self.max_consents})"
+
+    async def __aenter__(self) -> RedisConsentBook:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+    async def lookup(self, consent_id: str) -> ConsentGrant | None:
+        """What the shared book knows of ``consent_id``, or ``None`` (one ``HGETALL``).
+
+        Raises:
+            RedisUnavailable: Redis could not be used.
+        """
+        if not isinstance(consent_id, str) or not consent_id:
+            return None
+        fields: dict[bytes | str, bytes | str] = await _call(
+            "RedisConsentBook", self._slots, lambda: self._redis.hgetall(self._prefix + consent_id)
+        )
+        if not fields:
+            return None
+        try:
+            return _grant_of({_text(k): _text(v) for k, v in fields.items()})
+        except (ValueError, KeyError, UnicodeDecodeError):
+            raise RedisUnavailable("RedisConsentBook: a stored consent is not one this book wrote") from None
+
+    async def take(self, update: WebhookEvent | ConsentUpdate) -> None:
+        """Take an ``abha.consent_update`` webhook (the event or its
+        :class:`~health_async.models.ConsentUpdate`): its consent (artefact ids and request id) gets the status
+        sent, unless it already ended; one script run for all of them. Any other event is refused
+        (``InvalidRequest``); an update without an id or a status changes nothing.
+
+        Raises:
+            RedisUnavailable: Redis could not be used (nothing or all of the update was taken).
+        """
+        statuses = consent_statuses(update)
+        if not statuses:
+            return
+        args: list[str] = []
+        for _, status in statuses:
+            args += ["1" if ConsentGrant(status).ended else "0", status]
+        await self._run("t", [consent_id for consent_id, _ in statuses], [s for _, s in statuses], args)
+
+    async def grant(
+        self,
+        consent_id: str,
+        *,
+        hi_types: object = None,
+        date_from: dt.datetime | None = None,
+        date_to: dt.datetime | None = None,
+        expires_at: dt.datetime | None = None,
+    ) -> None:
+        """Record ``consent_id`` as granted, with what it allows when known (``hi_types``: an iterable of
+        :class:`~health_async.models.HiType` or their values; times timezone-aware), as
+        :meth:`ConsentBook.grant <health_async.resources.ConsentBook.grant>` does. A consent known as revoked,
+        expired or denied stays so (the grant is ignored and logged).
+
+        Raises:
+            InvalidRequest: an argument is not as described.
+            RedisUnavailable: Redis could not be used.
+        """
+        checked_id(consent_id)
+        grant = granted(hi_types, date_from, date_to, expires_at)
+        expires = -1 if expires_at is None else math.ceil(expires_at.timestamp() * 1000)
+        await self._run("g", [consent_id], [grant.status], [str(expires), *_fields_of(grant)])
+
+    async def aclose(self) -> None:
+        """Close the connection pool if this book built it from a URL."""
+        if self._owned:
+            with contextlib.suppress(*_REDIS_ERRORS):
+                await self._redis.aclose()
+
+    async def _run(self, mode: str, ids: list[str], statuses: list[str], args: list[str]) -> None:
+        """Run the script over ``ids`` and log each change ignored (an ended consent's new status)."""
+        keys = [self._index, *(self._prefix + consent_id for consent_id in ids)]
+        argv = [mode, *self._fixed, *args]
+
+        async def run() -> list[int | bytes | str | None]:
+            try:
+                result: list[int | bytes | str | None] = await self._redis.evalsha(
+                    _CONSENT_SHA, len(keys), *keys, *argv
+                )
+            except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it
+                result = await self._redis.eval(_CONSENT_SCRIPT, len(keys), *keys, *argv)
+            return result
+
+        results = await _call("RedisConsentBook", self._slots, run)
+        for status, result in zip(statuses, results, strict=True):
+            if result == 1:
+                continue
+            known = _text(result) if isinstance(result, bytes | str) else ""
+            if known.upper() != status.upper():  # a repeat of the ending is no news
+                logger.warning(
+                    "consent update ignored: %s (revoked, expired and denied are final)", RULE_ENDED_IS_FINAL
+                )
+
+
+def _text(value: bytes | str) -> str:
+    """A Redis answer as text (bytes, or str from a client with ``decode_responses=True``)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _fields_of(grant: ConsentGrant) -> list[str]:
+    """A grant as the script's field/value pairs (a field left out is not known)."""
+    fields = ["ended", "1" if grant.ended else "0", "status", grant.status]
+    if grant.hi_types is not None:
+        fields += ["hi_types", ",".join(sorted(grant.hi_types))]
+    for label, when in (("date_from", grant.date_from), ("date_to", grant.date_to), ("expires_at", grant.expires_at)):
+        if when is not None:
+            fields += [label, when.isoformat()]
+    return fields
+
+
+def _grant_of(fields: dict[str, str]) -> ConsentGrant:
+    """A grant read back from its fields (see :func:`_fields_of`)."""
+    types = fields.get("hi_types")
+
+    def when(label: str) -> dt.datetime | None:
+        value = fields.get(label)
+        return None if value is None else dt.datetime.fromisoformat(value)
+
+    return ConsentGrant(
+        status=fields["status"],
+        hi_types=None if types is None else frozenset(t for t in types.split(",") if t),
+        date_from=when("date_from"),
+        date_to=when("date_to"),
+        expires_at=when("expires_at"),
+    )

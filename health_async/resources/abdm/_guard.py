@@ -136,9 +136,7 @@ class ConsentBook:
     """
 
     def __init__(self, *, max_consents: int = DEFAULT_MAX_CONSENTS) -> None:
-        if isinstance(max_consents, bool) or not isinstance(max_consents, int) or max_consents < 1:
-            raise InvalidRequest("max_consents must be a positive number")
-        self._max = max_consents
+        self._max = checked_max_consents(max_consents)
         self._consents: dict[str, ConsentGrant] = {}
 
     def __len__(self) -> int:
@@ -171,20 +169,8 @@ class ConsentBook:
         """Record ``consent_id`` as granted, with what it allows when known (``hi_types``: an iterable of
         :class:`~health_async.models.HiType` or their values; times timezone-aware). A consent the book knows as
         revoked, expired or denied stays so (the grant is ignored and logged, see the class)."""
-        if not isinstance(consent_id, str) or not consent_id:
-            raise InvalidRequest("consent_id must be a non-empty string")
-        for name, value in (("date_from", date_from), ("date_to", date_to), ("expires_at", expires_at)):
-            if value is not None:
-                aware_datetime(value, name)
-        types: frozenset[str] | None = None
-        if hi_types is not None:
-            if isinstance(hi_types, str) or not hasattr(hi_types, "__iter__"):
-                raise InvalidRequest("hi_types must be an iterable of HiType values")
-            try:
-                types = frozenset(HiType(t).value for t in hi_types)
-            except ValueError:
-                raise InvalidRequest("hi_types holds a value that is not a HiType") from None
-        self._advance(consent_id, ConsentGrant("GRANTED", types, date_from, date_to, expires_at))
+        checked_id(consent_id)
+        self._advance(consent_id, granted(hi_types, date_from, date_to, expires_at))
 
     def record(self, update: WebhookEvent | ConsentUpdate) -> None:
         """Take an ``abha.consent_update`` webhook: its consent (artefact id and request id) gets the status sent,
@@ -207,6 +193,40 @@ class ConsentBook:
         self._consents[consent_id] = taken
         while len(self._consents) > self._max:
             del self._consents[next(iter(self._consents))]
+
+
+def checked_max_consents(max_consents: object) -> int:
+    """``max_consents`` of a consent store, checked: a positive ``int``."""
+    if isinstance(max_consents, bool) or not isinstance(max_consents, int) or max_consents < 1:
+        raise InvalidRequest("max_consents must be a positive number")
+    return max_consents
+
+
+def checked_id(consent_id: object) -> str:
+    """A consent id given to a store's ``grant``, checked: a non-empty string."""
+    if not isinstance(consent_id, str) or not consent_id:
+        raise InvalidRequest("consent_id must be a non-empty string")
+    return consent_id
+
+
+def granted(
+    hi_types: object, date_from: dt.datetime | None, date_to: dt.datetime | None, expires_at: dt.datetime | None
+) -> ConsentGrant:
+    """The :class:`ConsentGrant` a store's ``grant`` records (status ``GRANTED``), its arguments checked
+    (``hi_types``: an iterable of :class:`~health_async.models.HiType` or their values; times timezone-aware):
+    what :meth:`ConsentBook.grant` and every other store's ``grant`` share."""
+    for name, value in (("date_from", date_from), ("date_to", date_to), ("expires_at", expires_at)):
+        if value is not None:
+            aware_datetime(value, name)
+    types: frozenset[str] | None = None
+    if hi_types is not None:
+        if isinstance(hi_types, str) or not hasattr(hi_types, "__iter__"):
+            raise InvalidRequest("hi_types must be an iterable of HiType values")
+        try:
+            types = frozenset(HiType(t).value for t in hi_types)
+        except ValueError:
+            raise InvalidRequest("hi_types holds a value that is not a HiType") from None
+    return ConsentGrant("GRANTED", types, date_from, date_to, expires_at)
 
 
 def consent_statuses(update: WebhookEvent | ConsentUpdate) -> list[tuple[str, str]]:
