@@ -733,8 +733,8 @@ _HI_TYPES: Final = frozenset(item.value for item in HiType)
 
 
 def _text(value: object) -> str:
-    """A Redis reply as text (bytes, or str from a client made with ``decode_responses=True``)."""
-    return value.decode("ascii") if isinstance(value, bytes) else str(value)
+    """A Redis reply as text (UTF-8 bytes, or str from a client made with ``decode_responses=True``)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _pack_data(data: dict[str, Any] | bytes | str | None) -> list[Any] | None:
@@ -1186,11 +1186,6 @@ class RedisConsentBook:
                 logger.warning(
                     "consent update ignored: %s (revoked, expired and denied are final)", RULE_ENDED_IS_FINAL
                 )
-
-
-def _text(value: bytes | str) -> str:
-    """A Redis answer as text (bytes, or str from a client with ``decode_responses=True``)."""
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _fields_of(grant: ConsentGrant) -> list[str]:
