@@ -33,6 +33,7 @@ from ._limits import Limits, Overdue, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._tasks import keep
+from ._telemetry import template_of
 from ._version import __version__
 from .errors import (
     ApiError,
@@ -51,8 +52,8 @@ from .errors import (
 
 if TYPE_CHECKING:
     from ._auth import Auth
-    from ._telemetry import Call, Telemetry
     from ._limits import SharedLimiter
+    from ._telemetry import Call, Telemetry
     from .jwe import JweKey
 
 __all__ = ["ClientConfig", "Session"]
@@ -356,8 +357,9 @@ class Session:
             method, self._url(path) if url is None else url, route, path, operation, params, headers, json, body,
             idempotent, encrypt, url is not None, retry, timeout, started, decode, receive,
         )  # fmt: skip
-        req.call = call
-        req.template = route
+        if call is not None:
+            req.call = call
+            req.template = template_of(route, path) if url is None else route
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:

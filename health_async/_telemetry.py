@@ -30,7 +30,7 @@ from .errors import InvalidArgumentType, InvalidRequest
 if TYPE_CHECKING:
     from yarl import URL
 
-__all__ = ["Call", "Telemetry", "available", "bulk_span", "resolve", "span", "webhook_delivery"]
+__all__ = ["Call", "Telemetry", "available", "bulk_span", "resolve", "span", "template_of", "webhook_delivery"]
 
 #: The instrumentation scope: the library's name (and version, given with it).
 SCOPE: Final = "health_async"
@@ -41,6 +41,24 @@ _DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.7
 _WAIT_BUCKETS: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 _available: bool | None = None
+_static: frozenset[str] | None = None
+
+
+def template_of(route: str | None, path: str) -> str | None:
+    """The ``url.template`` of a call: its route template when given, else its path only when that is one of the
+    service's fixed paths (``_routes``: no parameter in it); anything else may hold an id and is never recorded."""
+    if route is not None:
+        return route
+    global _static
+    if _static is None:
+        from . import _routes
+
+        _static = frozenset(
+            value
+            for name, value in vars(_routes).items()
+            if name.startswith("PATH") and isinstance(value, str) and "{" not in value
+        )
+    return path if path in _static else None
 
 
 def available() -> bool:
@@ -249,7 +267,8 @@ class Call:
             )
         telemetry = self.telemetry
         if telemetry.metering:
-            telemetry._waits.record(seconds, {"health_async.operation": self.operation, "health_async.wait.reason": reason})
+            attrs = {"health_async.operation": self.operation, "health_async.wait.reason": reason}
+            telemetry._waits.record(seconds, attrs)
 
     def retrying(self, error: BaseException | None, delay: float, attempt: int) -> None:
         """Attempt ``attempt`` failed with ``error`` and another follows in ``delay`` seconds."""
@@ -307,7 +326,7 @@ class bulk_span:
     """A bulk helper's run: one span (not current: the run is a generator, consumed in its caller's context; its
     workers are started inside :meth:`workers`), its items counted (``items``, ``ok``, ``failed``)."""
 
-    __slots__ = ("_telemetry", "name", "ok", "failed", "span")
+    __slots__ = ("_telemetry", "failed", "name", "ok", "span")
 
     def __init__(self, telemetry: Telemetry | None, name: str) -> None:
         self._telemetry = telemetry if telemetry is not None and telemetry.live() else None
@@ -391,7 +410,10 @@ class webhook_delivery:
         telemetry = self._telemetry
         if telemetry is None:
             return
-        attrs: dict[str, Any] = {"health_async.webhook.receiver": self.receiver, "health_async.webhook.outcome": outcome}
+        attrs: dict[str, Any] = {
+            "health_async.webhook.receiver": self.receiver,
+            "health_async.webhook.outcome": outcome,
+        }
         if self.kind is not None:
             attrs["health_async.webhook.event"] = self.kind
         if reason is not None:
