@@ -79,6 +79,40 @@ def _global_providers() -> tuple[Any, Any]:
     return trace.get_tracer_provider(), metrics.get_meter_provider()
 
 
+_api_global_providers: Final = _global_providers
+#: The API's modules holding the global providers, once a Telemetry was made (see :func:`_unset`).
+_trace_api: Any = None
+_metrics_api: Any = None
+
+
+def _load_api() -> None:
+    """Import the API's modules once, and have the providers named by environment variables loaded now (the
+    API loads them on the first ``get_*_provider()``): from then on :meth:`Telemetry.live` reads the globals."""
+    global _trace_api, _metrics_api
+    if _trace_api is not None:
+        return
+    from opentelemetry import trace
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    _global_providers()
+    if hasattr(trace, "_TRACER_PROVIDER") and hasattr(metrics_internal, "_METER_PROVIDER"):
+        _trace_api, _metrics_api = trace, metrics_internal
+    else:  # pragma: no cover - another API version: ask the getters every time (slower, still right)
+        _trace_api = _metrics_api = False
+
+
+def _unset() -> bool:
+    """Whether neither global provider is set yet (nothing would be recorded): two attribute reads, the no-SDK
+    path's whole cost. Reads the API's own globals (private names, checked at :func:`_load_api`), because its
+    getters cost a microsecond a call: an application without an SDK must not pay that per request."""
+    return (
+        _global_providers is _api_global_providers
+        and _trace_api is not False
+        and _trace_api._TRACER_PROVIDER is None
+        and _metrics_api._METER_PROVIDER is None
+    )
+
+
 def _is_api_default(provider: object) -> bool:
     """Whether ``provider`` is one of the API's own (proxy or no-op): nothing would be recorded."""
     module = type(provider).__module__
@@ -116,6 +150,7 @@ class Telemetry:
     )
 
     def __init__(self) -> None:
+        _load_api()
         self.tracer: Any = None
         self.tracing = False
         self.metering = False
@@ -129,6 +164,8 @@ class Telemetry:
         """Whether anything would be recorded: an SDK (or any real provider) is configured. Cheap once it is."""
         if self.tracing and self.metering:
             return True
+        if _unset():
+            return self.tracing or self.metering
         return self._resolve()
 
     def _resolve(self) -> bool:
