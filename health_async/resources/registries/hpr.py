@@ -133,6 +133,7 @@ class Hpr(RegistryBase):
         """
         return await _registration.register(self, aadhaar_number, validate=validate, clock=clock, **options)
 
+    @checked
     def resume(
         self, state: Mapping[str, Any] | str, *, seal: bytes | None = None, clock: Clock | None = None
     ) -> HprRegistration:
