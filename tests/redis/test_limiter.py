@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from health_async import HealthClient, RetryPolicy, SharedLimiter
 from health_async.errors import HealthError, InvalidArgumentType, InvalidRequest, RequestTimeout, TransportError
-from health_async.redis import DEFAULT_MAX_CONNECTIONS, RedisLimiter, RedisUnavailable
+from health_async.redis import DEFAULT_LEASE, DEFAULT_MAX_CONNECTIONS, RedisLimiter, RedisUnavailable
 from health_async.testing import FakeHealthServer
 
 from .conftest import RedisServer, free_port
@@ -110,18 +110,56 @@ async def test_a_pause_holds_back_the_other_sharers(redis_server: RedisServer, n
         assert 0.2 < time.monotonic() - started < 0.5
 
 
-async def test_one_round_trip_per_request_uncontended(
-    server: FakeHealthServer, redis_server: RedisServer, name: str
-) -> None:
-    requests = 100
+async def test_admissions_are_taken_in_batches(server: FakeHealthServer, redis_server: RedisServer, name: str) -> None:
+    # one script run admits several requests (and the reports ride along): far fewer round trips than requests,
+    # one after another as well as sixteen at a time
+    requests = 200
     async with RedisLimiter(redis_server.url, rate_limit=1000, name=name) as limiter:
         async with client(server, limiter) as health:
             await health.documents.describe(doc(server))  # the connections opened, the script loaded
             before = redis_server.calls("evalsha") + redis_server.calls("eval")
             for _ in range(requests):
                 await health.documents.describe(doc(server))
-            trips = redis_server.calls("evalsha") + redis_server.calls("eval") - before
-    assert requests <= trips <= requests + 1  # the sent reports ride on the next admission
+            one_by_one = redis_server.calls("evalsha") + redis_server.calls("eval") - before
+            before += one_by_one
+            pending = iter(range(requests))
+
+            async def loop() -> None:
+                for _ in pending:
+                    await health.documents.describe(doc(server))
+
+            await asyncio.gather(*(loop() for _ in range(16)))
+            together = redis_server.calls("evalsha") + redis_server.calls("eval") - before
+    assert one_by_one <= requests / 4  # one round trip a request before
+    assert together <= requests / 4
+
+
+async def test_batches_hold_the_window_and_hand_back_their_spares(
+    redis_server: RedisServer, redis_client: aioredis.Redis, name: str
+) -> None:
+    # rate 100: a batch takes spares (at most what the rate gives in a lease); a sharer never gets more than the
+    # window, and spares unused are handed back after their lease
+    async with (
+        RedisLimiter(redis_server.url, rate_limit=100, name=name, report_delay=0) as one,
+        RedisLimiter(redis_server.url, rate_limit=100, name=name, report_delay=0) as other,
+    ):
+        admitted = await asyncio.gather(*(one.acquire(None) for _ in range(90)))
+        assert all(admitted)
+        for _ in range(90):
+            one.sent(time.monotonic())
+        for _ in range(3):  # used up: the next batches take spares
+            assert await one.acquire(None)
+            one.sent(time.monotonic())
+        spares = await redis_client.zcard(f"{{{name}}}:rate:held")
+        assert spares > 0  # counted in the window from when they were taken
+        free = 100 - 93 - spares
+        for _ in range(free):  # the other sharer gets what is left of the window, and no more
+            assert await other.acquire(time.monotonic() + 0.3)
+            other.sent(time.monotonic())
+        assert await other.acquire(time.monotonic() + 0.3) is False
+        await asyncio.sleep(DEFAULT_LEASE + 0.1)  # the spares' lease is over: handed back
+        assert await redis_client.zcard(f"{{{name}}}:rate:held") == 0
+        assert await redis_client.zcard(f"{{{name}}}:rate:sent") == 93 + free
 
 
 async def test_cancelled_waiter_holds_nothing(
