@@ -136,7 +136,8 @@ async def test_four_workers_use_the_whole_rate_fairly_and_never_exceed_it(redis_
     # (several a script run), the rate holds in every one-second window as the server counts arrivals, the rate is
     # used (it was about half used, at times a third), and every worker gets its turn (one had 2 calls, another 42)
     rate, seconds = 20.0, 3.0
-    async with TimedServer(users=4) as server:
+    server = TimedServer(users=4)
+    async with server:
         summaries, go = await run_together(server, redis_server, name, rate=rate, seconds=seconds, concurrency=8)
         arrivals = list(server.arrivals)
     assert all(set(summary) == {"ok"} for summary in summaries)
