@@ -295,7 +295,7 @@ async def test_the_keys_of_one_limiter_share_a_hash_tag(
         one.pause(0.01)
         one.sent(time.monotonic())
         await asyncio.sleep(0.1)
-        keys = sorted(k.decode() for k in await redis_client.keys(f"*{name}*"))
+        keys = sorted(k.decode() if isinstance(k, bytes) else k for k in await redis_client.keys(f"*{name}*"))
     assert keys == [f"{{{name}}}:{suffix}" for suffix in ("pause", "rate:claims", "rate:queue", "rate:sent")]
     assert len({key_slot(key.encode()) for key in [*keys, f"{{{name}}}:rate:held"]}) == 1
 
