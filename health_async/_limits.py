@@ -12,11 +12,17 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable
+from contextvars import ContextVar
 from typing import Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Limits", "Overdue", "SharedLimiter", "Slots", "within"]
+__all__ = ["Limits", "Overdue", "SharedLimiter", "Slots", "refused_wait", "within"]
 
 T = TypeVar("T")
+
+#: How long the wait was (seconds) that a shared limiter's ``acquire`` refused by returning ``False``, when it knows:
+#: set by the limiter in the calling task's context, read by :class:`Limits` for the call's ``RequestTimeout``
+#: message (a limiter that does not set it is reported with what was left of the call's budget).
+refused_wait: ContextVar[float | None] = ContextVar("health_async_refused_wait", default=None)
 
 
 @runtime_checkable
@@ -230,6 +236,8 @@ class Limits(Slots):
     async def _acquire_shared(self, deadline: float | None) -> None:
         assert self.shared is not None
         acquire = self.shared.acquire if self._shared_takes_deadline else None
+        refused_wait.set(None)
+        remaining = 0.0
         if deadline is None:
             admitted = await (self.shared.acquire() if acquire is None else acquire(None))
         else:
@@ -242,7 +250,8 @@ class Limits(Slots):
             except TimeoutError:
                 raise Overdue("the shared limiter", remaining) from None
         if admitted is False:
-            raise Overdue("the shared limiter", 0.0)
+            wait = refused_wait.get()
+            raise Overdue("the shared limiter", remaining if wait is None else wait)
 
     async def _take_rate(self, deadline: float | None) -> None:
         lock = self._rate_lock  # FIFO: waiters are served in arrival order

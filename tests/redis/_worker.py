@@ -1,6 +1,7 @@
 """One worker process of the several-workers tests: ONE HealthClient with a RedisLimiter, describing documents
-``concurrency`` at a time, until it has sent ``requests`` calls or ``seconds`` have passed. Prints a JSON summary
-(calls that succeeded, and the type of each error) on its last line. Run as ``python _worker.py '<json>'``."""
+``concurrency`` at a time, until it has sent ``requests`` calls or ``seconds`` have passed (with ``barrier``: from
+the line the test writes on its stdin, once it printed ``ready``). Prints a JSON summary (calls that succeeded, and
+the type of each error) on its last line. Run as ``python _worker.py '<json>'``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
             timeout=spec.get("timeout", 10.0),
         ) as client,
     ):
+        if spec.get("barrier"):  # wait for the test's go, so that every worker runs the same seconds
+            print("ready", flush=True)
+            await asyncio.to_thread(sys.stdin.readline)
+            stop_at = time.monotonic() + spec.get("seconds", 60.0)
 
         async def loop() -> None:
             nonlocal taken

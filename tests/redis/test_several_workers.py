@@ -25,8 +25,8 @@ WORKER = str(Path(__file__).with_name("_worker.py"))
 class TimedServer(FakeHealthServer):
     """The fake server, noting each request's arrival (``time.monotonic()``), its worker (user id) and status."""
 
-    def __init__(self) -> None:
-        super().__init__(record=False)
+    def __init__(self, users: int = 3) -> None:
+        super().__init__(record=False, users=users)
         self.arrivals: list[tuple[float, str, int]] = []
 
     def make_app(self) -> web.Application:
@@ -87,6 +87,66 @@ async def run_workers(server: TimedServer, redis: RedisServer, name: str, **spec
         assert proc.returncode == 0
         summaries.append(json.loads(out.decode().strip().splitlines()[-1]))
     return summaries
+
+
+async def run_together(
+    server: TimedServer, redis: RedisServer, name: str, **spec: Any
+) -> tuple[list[dict[str, int]], float]:
+    """One worker process per user of the fake, started together once all are ready: their summaries, and when
+    they were told to go (``time.monotonic()``, one clock for every process of the machine)."""
+    procs = []
+    for user in server.data.user_ids:
+        worker_spec = {
+            "base_url": server.url,
+            "token": server.token,
+            "user_id": user,
+            "ids": list(server.data.documents[user])[:10],
+            "redis": redis.url,
+            "name": name,
+            "barrier": True,
+            **spec,
+        }
+        procs.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                WORKER,
+                json.dumps(worker_spec),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        )
+    for proc in procs:
+        assert proc.stdout is not None
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"ready"
+    go = time.monotonic()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        await proc.stdin.drain()
+    summaries = []
+    for proc in procs:
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0
+        summaries.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return summaries, go
+
+
+async def test_four_workers_use_the_whole_rate_fairly_and_never_exceed_it(redis_server: RedisServer, name: str) -> None:
+    # four processes with eight concurrent calls each share 20 requests a second for 3 s: admitted in batches
+    # (several a script run), the rate holds in every one-second window as the server counts arrivals, the rate is
+    # used (it was about half used, at times a third), and every worker gets its turn (one had 2 calls, another 42)
+    rate, seconds = 20.0, 3.0
+    server = TimedServer(users=4)
+    async with server:
+        summaries, go = await run_together(server, redis_server, name, rate=rate, seconds=seconds, concurrency=8)
+        arrivals = list(server.arrivals)
+    assert all(set(summary) == {"ok"} for summary in summaries)
+    assert max_per_window([t for t, _, _ in arrivals]) <= rate  # in EVERY one-second window
+    during = [user for t, user, _ in arrivals if go <= t <= go + seconds]
+    # generous bounds, the machine is shared: at full use about 60 arrive (20 in each second)
+    assert len(during) >= 0.7 * rate * seconds
+    fair = len(during) / 4
+    assert all(during.count(user) >= fair / 4 for user in server.data.user_ids), sorted(map(during.count, set(during)))
 
 
 async def test_rate_held_in_every_window_across_worker_processes(
