@@ -30,6 +30,11 @@ AS_HA = re.compile(r"\bha\.([A-Za-z]\w*)")
 #: Pages whose ``health_async.*`` names are not Python names: the telemetry guide lists OpenTelemetry attribute and
 #: metric names in the library's namespace (``health_async.webhook.outcome``).
 NOT_PYTHON = frozenset({"telemetry.md"})
+#: The telemetry names (metrics, span attributes) other pages mention, as ``_telemetry`` records them: not Python
+#: names either, and only these are excused.
+TELEMETRY_NAMES = frozenset(
+    re.findall(r'"(health_async\.[\w.]+)"', (ROOT / "health_async" / "_telemetry.py").read_text(encoding="utf-8"))
+)
 
 
 def _documents() -> list[Path]:
@@ -53,7 +58,7 @@ def named_in_documents() -> set[str]:
             listed = imported.strip("()").replace("\n", " ").split(",")
             names.update(f"{module}.{name.split(' as ')[0].strip()}" for name in listed if name.strip())
         names.update(f"health_async.{name}" for name in AS_HA.findall(text))
-    return {name for name in names if _public(name)}
+    return {name for name in names if _public(name) and name not in TELEMETRY_NAMES}
 
 
 #: Optional extras a public name may be provided lazily from (``health_async.ingest.RayEngine`` imports Ray when
