@@ -37,6 +37,7 @@ __all__ = [
     "remove",
     "run_json",
     "save",
+    "save_or_say",
     "state_key",
     "text",
     "unchanged",
@@ -249,3 +250,17 @@ async def run_json(
         return await next_run(path, key, sealed, stream, secrets)
     except KeyboardInterrupt:
         return 130
+
+
+def save_or_say(path: Path, sealed: str, loaded: str | None, line: Mapping[str, Any]) -> bool:
+    """Save a step's state (:func:`save`); True when it is kept. When it is not (another run changed the file, or
+    it cannot be written), emits ``line`` (the step line) with the error and returns False: the command exits 1."""
+    try:
+        save(path, sealed, loaded)
+    except StateChanged:
+        emit({**line, "error": {"type": "StateChanged", "message": CHANGED}})
+        return False
+    except OSError as exc:
+        emit({**line, "error": file_error(exc, "could not be written: the flow cannot go on; start again")})
+        return False
+    return True

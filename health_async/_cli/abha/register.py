@@ -129,9 +129,6 @@ from .._output import Command, emit
 from .._prompt import Conversation as _Conversation
 from .._prompt import GiveUp as _GiveUp
 from .._prompt import Prompt, checkpoint, default_prompt, refuse_without_terminal
-from .._state import (
-    CHANGED as _CHANGED,
-)
 from .._state import ENV_STATE_KEY, EXIT_WAITING
 from .._state import Secrets as _Secrets
 from .._state import StateChanged as _StateChanged
@@ -143,6 +140,7 @@ from .._state import read_answer as _read_answer
 from .._state import remove as _remove
 from .._state import run_json as _run_json
 from .._state import save as _save
+from .._state import save_or_say as _save_or_say
 from .._state import text as _text
 from . import account as abha_account
 
@@ -802,15 +800,8 @@ def _finish(
             line["abha_address"] = error.abha_address
         if error is None:
             error = InvalidFlowStep(f"the flow has ended at {step.value}: start a new one")
-    else:
-        try:
-            _save(path, flow.to_state(seal=key), loaded)
-        except _StateChanged:
-            emit({**line, "error": {"type": "StateChanged", "message": _CHANGED}})
-            return 1
-        except OSError as exc:
-            emit({**line, "error": _file_error(exc, "could not be written: the flow cannot go on; start again")})
-            return 1
+    elif not _save_or_say(path, flow.to_state(seal=key), loaded, line):
+        return 1
     if error is not None:
         problem = _error(error, secrets)
         if step is FlowStep.CREATE_ADDRESS and problem.get("source_code") == "ABDM-1101":  # the service says little

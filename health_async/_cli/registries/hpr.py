@@ -77,7 +77,6 @@ from ...resources import HprRegistration
 from .._output import emit
 from .._prompt import Conversation, GiveUp, Prompt, checkpoint, default_prompt, refuse_without_terminal
 from .._state import (
-    CHANGED,
     ENV_STATE_KEY,
     EXIT_WAITING,
     Secrets,
@@ -89,6 +88,7 @@ from .._state import (
     read_answer,
     remove,
     save,
+    save_or_say,
     text,
 )
 from .._state import run_json as run_json_mode
@@ -415,15 +415,8 @@ async def _finish(
         remove(path, loaded)
         if error is None:
             error = InvalidRequest(f"the flow has ended at {step.value}: start a new one")
-    else:
-        try:
-            save(path, flow.to_state(seal=key), loaded)
-        except StateChanged:
-            emit({**line, "error": {"type": "StateChanged", "message": CHANGED}})
-            return 1
-        except OSError as exc:
-            emit({**line, "error": file_error(exc, "could not be written: the flow cannot go on; start again")})
-            return 1
+    elif not save_or_say(path, flow.to_state(seal=key), loaded, line):
+        return 1
     if error is not None:
         problem = error_line(error, secrets)
         if step is Step.CREATE and problem.get("source_code") == _TAKEN:
