@@ -8,8 +8,9 @@ from __future__ import annotations
 import binascii
 import contextlib
 import os
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -17,7 +18,7 @@ import pybase64
 
 from .. import _json
 from ..errors import InvalidRequest
-from ._output import error_json
+from ._output import emit, error_json
 
 __all__ = [
     "CHANGED",
@@ -34,7 +35,9 @@ __all__ = [
     "optional_text",
     "read_answer",
     "remove",
+    "run_json",
     "save",
+    "save_or_say",
     "state_key",
     "text",
     "unchanged",
@@ -44,6 +47,11 @@ __all__ = [
 EXIT_WAITING: Final = 3
 #: The environment variable holding the key that seals ``--state`` files (URL-safe base64 of 16, 24 or 32 bytes).
 ENV_STATE_KEY: Final = "HEALTH_ASYNC_STATE_KEY"
+#: A command's first ``--json`` run (no state file yet): ``(path, key, stdin, secrets)`` -> the exit status.
+FirstRun = Callable[[Path, bytes, "IO[str] | IO[bytes]", "Secrets"], Awaitable[int]]
+#: A later run: ``(path, key, the file's sealed state, stdin, secrets)`` -> the exit status.
+NextRun = Callable[[Path, bytes, str, "IO[str] | IO[bytes]", "Secrets"], Awaitable[int]]
+
 #: The longest line of JSON ``--json`` reads from stdin.
 MAX_INPUT_LINE: Final = 64 * 1024
 
@@ -203,3 +211,56 @@ CHANGED: Final = (
     "another run of this flow saved its state file meanwhile: that run's state is kept and this step's is dropped; "
     "run again to see where the flow is"
 )
+
+
+async def run_json(
+    label: str,
+    args: Any,
+    first_run: FirstRun,
+    next_run: NextRun,
+    *,
+    stdin: IO[str] | IO[bytes] | None = None,
+) -> int:
+    """One run of a guided command's ``--json --state FILE`` mode, around the command's own steps: refuses
+    ``--state`` without ``--json`` (a line on stderr, 2) and ``--json`` without ``--state`` or a good key (a
+    ``UsageError`` line, 2); reads the state file (a line naming the file's error, 1), then hands over to
+    ``first_run`` (no file yet) or ``next_run`` (the sealed state read); Ctrl-C is 130. ``label`` starts the
+    stderr line (``health-async abha register``)."""
+    if not getattr(args, "json", False):
+        sys.stderr.write(f"{label}: --state FILE goes with --json (the interactive mode keeps no state)\n")
+        return 2
+    try:
+        if not getattr(args, "state", None):
+            raise UsageError("--json needs --state FILE: where the flow is kept between runs")
+        key = state_key()
+    except UsageError as exc:
+        emit({"step": None, "error": {"type": "UsageError", "message": str(exc)}})
+        return 2
+    path = Path(args.state)
+    stream: IO[str] | IO[bytes] = getattr(sys.stdin, "buffer", sys.stdin) if stdin is None else stdin
+    secrets = Secrets()
+    try:
+        sealed = load(path)
+    except OSError as exc:
+        emit({"step": None, "error": file_error(exc, "cannot be read")})
+        return 1
+    try:
+        if sealed is None:
+            return await first_run(path, key, stream, secrets)
+        return await next_run(path, key, sealed, stream, secrets)
+    except KeyboardInterrupt:
+        return 130
+
+
+def save_or_say(path: Path, sealed: str, loaded: str | None, line: Mapping[str, Any]) -> bool:
+    """Save a step's state (:func:`save`); True when it is kept. When it is not (another run changed the file, or
+    it cannot be written), emits ``line`` (the step line) with the error and returns False: the command exits 1."""
+    try:
+        save(path, sealed, loaded)
+    except StateChanged:
+        emit({**line, "error": {"type": "StateChanged", "message": CHANGED}})
+        return False
+    except OSError as exc:
+        emit({**line, "error": file_error(exc, "could not be written: the flow cannot go on; start again")})
+        return False
+    return True

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Unpack
 
 import attrs
 
 from .. import _constants as C
+from .._abha_input import AbhaHeaders
 from .._config import NOT_GIVEN, NotGiven, optional_header_value, pick
 from .._retry import RetryPolicy, settled
 from ..errors import ApiError, InvalidRequest, OutcomeUnknown, PaginationError, TransportError
@@ -183,3 +184,49 @@ class Resource:
                 "effect; it was not repeated. Check before trying again",
                 operation=operation,
             ) from exc
+
+
+class PartnerOptions(AbhaHeaders, total=False):
+    """The per-call options of a :class:`PartnerResource` method (``client.abha``, ``client.hpr``,
+    ``client.hfr``): the partner headers (``user_id``, ``partner_user_id``, ``partner_hip_id``), ``encrypt``, and
+    these."""
+
+    #: This call's :class:`~health_async.RetryPolicy` (a call sent once, e.g. an OTP, verify or create, is never
+    #: repeated once it may have reached the service, whatever it says).
+    retry: RetryPolicy
+    #: Seconds for the whole call, or ``None`` for no limit.
+    timeout: float | None
+
+
+class PartnerResource(Resource):
+    """A resource whose calls carry the partner headers and ``encrypt`` (``client.abha``, ``client.hpr``,
+    ``client.hfr``): one header builder and one POST helper for all of them."""
+
+    def _headers(self, options: AbhaHeaders) -> dict[str, str]:
+        return self._partner_headers(
+            options.get("user_id", NOT_GIVEN),
+            options.get("partner_user_id", NOT_GIVEN),
+            options.get("partner_hip_id", NOT_GIVEN),
+        )
+
+    async def _post(
+        self,
+        path: str,
+        operation: str,
+        body: Mapping[str, Any],
+        *,
+        once: bool,
+        **options: Unpack[PartnerOptions],
+    ) -> Any:
+        """POST ``body``: through the send-once rule (``once``) or as a read (idempotent, retried)."""
+        encrypt = options.get("encrypt")
+        kwargs: dict[str, Any] = {
+            "headers": self._headers(options),
+            "json": dict(body),
+            "encrypt": self._client.encrypt if encrypt is None else encrypt,
+            "retry": options.get("retry", NOT_GIVEN),
+            "timeout": options.get("timeout", NOT_GIVEN),
+        }
+        if once:
+            return await self._send_once("POST", path, operation=operation, **kwargs)
+        return await self._session.request("POST", path, operation=operation, idempotent=True, **kwargs)

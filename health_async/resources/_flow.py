@@ -16,7 +16,8 @@ user session) and ABDM's discover-and-link (:mod:`health_async.resources.abdm._d
 
 What the families that take per-call options (the partner headers and ``encrypt``: the ABHA flows, the HPR
 registration of :mod:`health_async.resources.registries._registration`) share is here too: :func:`flow_options`
-splits what a flow is started with, :func:`headers_field` reads those headers back from a state.
+splits what a flow is started with, :func:`call_options` puts them back together for each call,
+:func:`headers_field` reads those headers back from a state.
 
 Each family adds its steps, its calls and its state layout; the constructors and ``resume`` functions stay with
 the family.
@@ -38,6 +39,7 @@ __all__ = [
     "HEADER_OPTIONS",
     "Clock",
     "GuidedFlow",
+    "call_options",
     "field",
     "flow_options",
     "headers_field",
@@ -110,6 +112,11 @@ class GuidedFlow(Generic[StepT]):
     def _state(self) -> dict[str, Any]:
         """The plain state (never a secret)."""
         raise NotImplementedError
+
+    def _state_head(self, version: int) -> dict[str, Any]:
+        """What every family's plain state starts with: ``version`` (the family's layout), ``kind``, ``step`` and
+        ``revision``; :meth:`_state` adds the family's fields after it."""
+        return {"version": version, "kind": self.kind, "step": self._step.value, "revision": self._revision}
 
     def _sealed_only(self) -> dict[str, Any]:
         """What a sealed state adds to the plain one (a secret, personal data); a plain state never holds it."""
@@ -230,6 +237,14 @@ def flow_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], bool | Non
     headers = {k: v for k, v in options.items() if k != "encrypt"}
     encrypt = options.get("encrypt")
     return headers, encrypt if isinstance(encrypt, bool) else None
+
+
+def call_options(headers: Mapping[str, str | None], encrypt: bool | None) -> dict[str, Any]:
+    """The per-call options a flow sends each of its calls with: the partner headers it keeps and ``encrypt`` (what
+    :func:`flow_options` split, put back together)."""
+    options: dict[str, Any] = dict(headers)
+    options["encrypt"] = encrypt
+    return options
 
 
 def headers_field(state: Mapping[str, Any]) -> dict[str, str | None]:

@@ -129,21 +129,18 @@ from .._output import Command, emit
 from .._prompt import Conversation as _Conversation
 from .._prompt import GiveUp as _GiveUp
 from .._prompt import Prompt, checkpoint, default_prompt, refuse_without_terminal
-from .._state import (
-    CHANGED as _CHANGED,
-)
-from .._state import ENV_STATE_KEY, EXIT_WAITING, state_key
+from .._state import ENV_STATE_KEY, EXIT_WAITING
 from .._state import Secrets as _Secrets
 from .._state import StateChanged as _StateChanged
-from .._state import UsageError as _Usage
 from .._state import error_line as _error
 from .._state import fields as _fields
 from .._state import file_error as _file_error
-from .._state import load as _load
 from .._state import optional_text as _optional_text
 from .._state import read_answer as _read_answer
 from .._state import remove as _remove
+from .._state import run_json as _run_json
 from .._state import save as _save
+from .._state import save_or_say as _save_or_say
 from .._state import text as _text
 from . import account as abha_account
 
@@ -803,15 +800,8 @@ def _finish(
             line["abha_address"] = error.abha_address
         if error is None:
             error = InvalidFlowStep(f"the flow has ended at {step.value}: start a new one")
-    else:
-        try:
-            _save(path, flow.to_state(seal=key), loaded)
-        except _StateChanged:
-            emit({**line, "error": {"type": "StateChanged", "message": _CHANGED}})
-            return 1
-        except OSError as exc:
-            emit({**line, "error": _file_error(exc, "could not be written: the flow cannot go on; start again")})
-            return 1
+    elif not _save_or_say(path, flow.to_state(seal=key), loaded, line):
+        return 1
     if error is not None:
         problem = _error(error, secrets)
         if step is FlowStep.CREATE_ADDRESS and problem.get("source_code") == "ABDM-1101":  # the service says little
@@ -907,31 +897,13 @@ async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[
     """``abha register|login|kyc --json --state FILE``: one step of the flow per run, JSON in and out (see the module
     docstring); returns the exit status (0 done, :data:`EXIT_WAITING` waiting for the next answer, 1 an error,
     2 bad usage or key, 130 Ctrl-C)."""
-    label = f"health-async abha {args.abha_command}"
-    if not getattr(args, "json", False):
-        sys.stderr.write(f"{label}: --state FILE goes with --json (the interactive mode keeps no state)\n")
-        return 2
-    try:
-        if not getattr(args, "state", None):
-            raise _Usage("--json needs --state FILE: where the flow is kept between runs")
-        key = state_key()
-    except _Usage as exc:
-        emit({"step": None, "error": {"type": "UsageError", "message": str(exc)}})
-        return 2
-    path = Path(args.state)
-    stream: IO[str] | IO[bytes] = getattr(sys.stdin, "buffer", sys.stdin) if stdin is None else stdin
-    secrets = _Secrets()
-    try:
-        sealed = _load(path)
-    except OSError as exc:
-        emit({"step": None, "error": _file_error(exc, "cannot be read")})
-        return 1
-    try:
-        if sealed is None:
-            return await _first_run(client, args, path, key, stream, secrets)
-        return await _next_run(client, args, path, key, sealed, stream, secrets)
-    except KeyboardInterrupt:
-        return 130
+    return await _run_json(
+        f"health-async abha {args.abha_command}",
+        args,
+        lambda path, key, stream, secrets: _first_run(client, args, path, key, stream, secrets),
+        lambda path, key, sealed, stream, secrets: _next_run(client, args, path, key, sealed, stream, secrets),
+        stdin=stdin,
+    )
 
 
 async def _abha(client: Any, args: argparse.Namespace) -> int:

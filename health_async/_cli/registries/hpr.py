@@ -77,23 +77,21 @@ from ...resources import HprRegistration
 from .._output import emit
 from .._prompt import Conversation, GiveUp, Prompt, checkpoint, default_prompt, refuse_without_terminal
 from .._state import (
-    CHANGED,
     ENV_STATE_KEY,
     EXIT_WAITING,
     Secrets,
     StateChanged,
-    UsageError,
     error_line,
     fields,
     file_error,
-    load,
     optional_text,
     read_answer,
     remove,
     save,
-    state_key,
+    save_or_say,
     text,
 )
+from .._state import run_json as run_json_mode
 
 if TYPE_CHECKING:
     from ..._client import HealthClient
@@ -417,15 +415,8 @@ async def _finish(
         remove(path, loaded)
         if error is None:
             error = InvalidRequest(f"the flow has ended at {step.value}: start a new one")
-    else:
-        try:
-            save(path, flow.to_state(seal=key), loaded)
-        except StateChanged:
-            emit({**line, "error": {"type": "StateChanged", "message": CHANGED}})
-            return 1
-        except OSError as exc:
-            emit({**line, "error": file_error(exc, "could not be written: the flow cannot go on; start again")})
-            return 1
+    elif not save_or_say(path, flow.to_state(seal=key), loaded, line):
+        return 1
     if error is not None:
         problem = error_line(error, secrets)
         if step is Step.CREATE and problem.get("source_code") == _TAKEN:
@@ -516,32 +507,13 @@ async def _next_run(
 async def run_json(client: HealthClient, args: argparse.Namespace, *, stdin: IO[str] | IO[bytes] | None = None) -> int:
     """``hpr register --json --state FILE``: one step of the flow per run, JSON in and out (see the module);
     returns the exit status (0 done, 3 waiting for the next answer, 1 an error, 2 bad usage or key, 130 Ctrl-C)."""
-    if not getattr(args, "json", False):
-        sys.stderr.write(
-            f"health-async {_LABEL}: --state FILE goes with --json (the interactive mode keeps no state)\n"
-        )
-        return 2
-    try:
-        if not getattr(args, "state", None):
-            raise UsageError("--json needs --state FILE: where the flow is kept between runs")
-        key = state_key()
-    except UsageError as exc:
-        emit({"step": None, "error": {"type": "UsageError", "message": str(exc)}})
-        return 2
-    path = Path(args.state)
-    stream: IO[str] | IO[bytes] = getattr(sys.stdin, "buffer", sys.stdin) if stdin is None else stdin
-    secrets = Secrets()
-    try:
-        sealed = load(path)
-    except OSError as exc:
-        emit({"step": None, "error": file_error(exc, "cannot be read")})
-        return 1
-    try:
-        if sealed is None:
-            return await _first_run(client, args, path, key, stream, secrets)
-        return await _next_run(client, path, key, sealed, stream, secrets)
-    except KeyboardInterrupt:
-        return 130
+    return await run_json_mode(
+        f"health-async {_LABEL}",
+        args,
+        lambda path, key, stream, secrets: _first_run(client, args, path, key, stream, secrets),
+        lambda path, key, sealed, stream, secrets: _next_run(client, path, key, sealed, stream, secrets),
+        stdin=stdin,
+    )
 
 
 async def _hpr(client: Any, args: argparse.Namespace) -> int:

@@ -163,10 +163,7 @@ class ConsentPinReset(GuidedFlow[PinResetStep]):
         sensitive: at ``SET_PIN`` whoever holds it (and the client's credentials) can set the patient's PIN; keep
         it server-side or sealed, and drop it when the flow ends."""
         return {
-            "version": STATE_VERSION,
-            "kind": self.kind,
-            "step": self._step.value,
-            "revision": self._revision,
+            **self._state_head(STATE_VERSION),
             "txn_id": self._txn_id,
             "blocked_until": self._blocked_until,
             "headers": dict(self._headers),

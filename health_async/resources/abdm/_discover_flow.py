@@ -279,10 +279,7 @@ class DiscoverAndLink(GuidedFlow[LinkStep]):
 
     def _state(self) -> dict[str, Any]:
         return {
-            "version": STATE_VERSION,
-            "kind": self.kind,
-            "step": self._step.value,
-            "revision": self._revision,
+            **self._state_head(STATE_VERSION),
             "hip_id": self._hip_id,
             "txn_id": self._txn_id,
             "oid": self._oid,

@@ -5,54 +5,16 @@ login (``abha.py``), the profile, card, QR, search and pincode (``_abha_profile.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Unpack
-
-from ..._abha_input import AbhaHeaders
-from ..._config import NOT_GIVEN
-from ..._retry import RetryPolicy
-from .._base import Resource
+from .._base import PartnerOptions, PartnerResource
 
 __all__ = ["AbhaBase", "AbhaOptions"]
 
 
-class AbhaOptions(AbhaHeaders, total=False):
-    """Every per-call option of a ``client.abha`` endpoint method."""
-
-    #: This call's :class:`~health_async.RetryPolicy` (OTP, verify and create calls are never repeated once
-    #: they may have reached the service, whatever it says).
-    retry: RetryPolicy
-    #: Seconds for the whole call, or ``None`` for no limit.
-    timeout: float | None
+class AbhaOptions(PartnerOptions, total=False):
+    """Every per-call option of a ``client.abha`` endpoint method (the partner headers, ``encrypt``, ``retry`` and
+    ``timeout``: see :class:`~health_async.resources._base.PartnerOptions`)."""
 
 
-class AbhaBase(Resource):
-    """What every ``client.abha`` mixin builds on (see the module)."""
-
-    def _headers(self, options: AbhaHeaders) -> dict[str, str]:
-        return self._partner_headers(
-            options.get("user_id", NOT_GIVEN),
-            options.get("partner_user_id", NOT_GIVEN),
-            options.get("partner_hip_id", NOT_GIVEN),
-        )
-
-    async def _post(
-        self,
-        path: str,
-        operation: str,
-        body: Mapping[str, Any],
-        *,
-        once: bool,
-        **options: Unpack[AbhaOptions],
-    ) -> Any:
-        encrypt = options.get("encrypt")
-        kwargs: dict[str, Any] = {
-            "headers": self._headers(options),
-            "json": dict(body),
-            "encrypt": self._client.encrypt if encrypt is None else encrypt,
-            "retry": options.get("retry", NOT_GIVEN),
-            "timeout": options.get("timeout", NOT_GIVEN),
-        }
-        if once:
-            return await self._send_once("POST", path, operation=operation, **kwargs)
-        return await self._session.request("POST", path, operation=operation, idempotent=True, **kwargs)
+class AbhaBase(PartnerResource):
+    """What every ``client.abha`` mixin builds on (see the module): the partner headers and the POST helper of
+    :class:`~health_async.resources._base.PartnerResource`."""

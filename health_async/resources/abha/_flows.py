@@ -89,7 +89,7 @@ from ...models.abha._registration import (
     OtpSystem,
     SkipState,
 )
-from .._flow import DEFAULT_STATE_MAX_AGE, Clock, GuidedFlow, flow_options, headers_field, open_state
+from .._flow import DEFAULT_STATE_MAX_AGE, Clock, GuidedFlow, call_options, flow_options, headers_field, open_state
 from .._flow import field as _field
 from .._flow import secrets_of as _secrets_of
 from .._flow import time_field as _time
@@ -628,10 +628,7 @@ class AbhaFlow(GuidedFlow[FlowStep]):
 
     def _state(self) -> dict[str, Any]:
         return {
-            "version": STATE_VERSION,
-            "kind": self.kind,
-            "step": self._step.value,
-            "revision": self._revision,
+            **self._state_head(STATE_VERSION),
             "txn_id": self._txn_id,
             "hint": self._hint,
             "otp_sent_at": self._sent_at,
@@ -662,9 +659,7 @@ class AbhaFlow(GuidedFlow[FlowStep]):
         return self._expected[self._step]
 
     def _options(self) -> dict[str, Any]:
-        options: dict[str, Any] = dict(self._headers)
-        options["encrypt"] = self._encrypt
-        return options
+        return call_options(self._headers, self._encrypt)
 
     def _can_resend(self) -> bool:
         return True

@@ -87,6 +87,7 @@ from .._flow import (
     DEFAULT_STATE_MAX_AGE,
     Clock,
     GuidedFlow,
+    call_options,
     field,
     flow_options,
     headers_field,
@@ -421,10 +422,7 @@ class HprRegistration(GuidedFlow[HprRegistrationStep]):
 
     def _state(self) -> dict[str, Any]:
         return {
-            "version": STATE_VERSION,
-            "kind": self.kind,
-            "step": self._step.value,
-            "revision": self._revision,
+            **self._state_head(STATE_VERSION),
             "txn_id": self._txn_id,
             "hint": self._hint,
             "existed": self._existed,
@@ -443,9 +441,7 @@ class HprRegistration(GuidedFlow[HprRegistrationStep]):
         return Step.BLOCKED
 
     def _options(self) -> dict[str, Any]:
-        options: dict[str, Any] = dict(self._headers)
-        options["encrypt"] = self._encrypt
-        return options
+        return call_options(self._headers, self._encrypt)
 
     def _follow(self, txn_id: str | None, hint: str | None) -> None:
         """The transaction (and OTP hint) an answer carries on with; none given: the flow's goes on."""

@@ -85,8 +85,9 @@ class Hfr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"clinic_id": normalize_clinic_id(clinic_id), "hfr_id": normalize_hfr_id(hfr_id)}
-        data = await self._post(R.PATH_HFR_ONBOARD, "hfr_onboard", body, once=True, **options)
-        return structure(unwrap(data, "facility onboarding"), HfrOnboarded)
+        return await self._send(
+            R.PATH_HFR_ONBOARD, "hfr_onboard", body, HfrOnboarded, "facility onboarding", once=True, **options
+        )
 
     @checked
     async def link(self, clinic_id: str, hfr_id: str, **options: Unpack[RegistryOptions]) -> HfrLinked:
@@ -101,8 +102,7 @@ class Hfr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"clinic_id": normalize_clinic_id(clinic_id), "hfr_id": normalize_hfr_id(hfr_id)}
-        data = await self._post(R.PATH_HFR_LINK, "hfr_link", body, once=True, **options)
-        return structure(unwrap(data, "facility link"), HfrLinked)
+        return await self._send(R.PATH_HFR_LINK, "hfr_link", body, HfrLinked, "facility link", once=True, **options)
 
     @checked
     async def register(self, clinic_id: str, hfr_id: str, **options: Unpack[RegistryOptions]) -> HfrRegistration:

@@ -58,9 +58,7 @@ from ..._abha_input import normalize_otp, normalize_txn_id
 from ..._checks import checked
 from ..._mobile import normalize_mobile
 from ..._registry_input import check_password, normalize_hpr_id
-from ..._wire import structure
 from ...errors import InvalidRequest
-from ...models.registries._answer import unwrap
 from ...models.registries._hpr import (
     HprAccount,
     HprMobileCheck,
@@ -170,8 +168,15 @@ class Hpr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         number = normalize_aadhaar(aadhaar_number, validate=validate)
-        data = await self._post(R.PATH_HPR_AADHAAR_INIT, "hpr_aadhaar_init", {"aadhaar": number}, once=True, **options)
-        return structure(unwrap(data, "HPR Aadhaar OTP"), HprOtpSent)
+        return await self._send(
+            R.PATH_HPR_AADHAAR_INIT,
+            "hpr_aadhaar_init",
+            {"aadhaar": number},
+            HprOtpSent,
+            "HPR Aadhaar OTP",
+            once=True,
+            **options,
+        )
 
     @checked
     async def aadhaar_verify(self, txn_id: str, otp: str, **options: Unpack[RegistryOptions]) -> HprStep:
@@ -185,8 +190,9 @@ class Hpr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"otp": normalize_otp(otp), "txn_id": normalize_txn_id(txn_id)}
-        data = await self._post(R.PATH_HPR_AADHAAR_VERIFY, "hpr_aadhaar_verify", body, once=True, **options)
-        return structure(unwrap(data, "HPR Aadhaar verify"), HprStep)
+        return await self._send(
+            R.PATH_HPR_AADHAAR_VERIFY, "hpr_aadhaar_verify", body, HprStep, "HPR Aadhaar verify", once=True, **options
+        )
 
     @checked
     async def demo_verify(self, txn_id: str, mobile: str, **options: Unpack[RegistryOptions]) -> HprMobileCheck:
@@ -202,8 +208,9 @@ class Hpr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"mobile_num": normalize_mobile(mobile), "txn_id": normalize_txn_id(txn_id)}
-        data = await self._post(R.PATH_HPR_DEMO_VERIFY, "hpr_demo_verify", body, once=True, **options)
-        return structure(unwrap(data, "HPR mobile check"), HprMobileCheck)
+        return await self._send(
+            R.PATH_HPR_DEMO_VERIFY, "hpr_demo_verify", body, HprMobileCheck, "HPR mobile check", once=True, **options
+        )
 
     @checked
     async def mobile_init(self, txn_id: str, mobile: str, **options: Unpack[RegistryOptions]) -> HprOtpSent:
@@ -219,8 +226,9 @@ class Hpr(RegistryBase):
             OutcomeUnknown: the request may have reached the service; it was not repeated.
         """
         body = {"mobile_num": normalize_mobile(mobile), "txn_id": normalize_txn_id(txn_id)}
-        data = await self._post(R.PATH_HPR_MOBILE_INIT, "hpr_mobile_init", body, once=True, **options)
-        return structure(unwrap(data, "HPR mobile OTP"), HprOtpSent)
+        return await self._send(
+            R.PATH_HPR_MOBILE_INIT, "hpr_mobile_init", body, HprOtpSent, "HPR mobile OTP", once=True, **options
+        )
 
     @checked
     async def mobile_verify(self, txn_id: str, otp: str, **options: Unpack[RegistryOptions]) -> HprStep:
@@ -230,8 +238,9 @@ class Hpr(RegistryBase):
         Raises the same as :meth:`aadhaar_verify`.
         """
         body = {"otp": normalize_otp(otp), "txnId": normalize_txn_id(txn_id)}
-        data = await self._post(R.PATH_HPR_MOBILE_VERIFY, "hpr_mobile_verify", body, once=True, **options)
-        return structure(unwrap(data, "HPR mobile verify"), HprStep)
+        return await self._send(
+            R.PATH_HPR_MOBILE_VERIFY, "hpr_mobile_verify", body, HprStep, "HPR mobile verify", once=True, **options
+        )
 
     # -------------------------------------------------------------------- the HPR ID
 
@@ -247,10 +256,15 @@ class Hpr(RegistryBase):
             InvalidMobileNumber: nothing sent.
             AbhaError: an unknown transaction, any other refusal.
         """
-        data = await self._post(
-            R.PATH_HPR_CHECK_EXIST, "hpr_check_exist", self._txn_body(txn_id, mobile), once=False, **options
+        return await self._send(
+            R.PATH_HPR_CHECK_EXIST,
+            "hpr_check_exist",
+            self._txn_body(txn_id, mobile),
+            HprProfile,
+            "HPR info",
+            once=False,
+            **options,
         )
-        return structure(unwrap(data, "HPR info"), HprProfile)
 
     @checked
     async def check_available(self, hpr_id: str, **options: Unpack[RegistryOptions]) -> bool:
@@ -358,8 +372,9 @@ class Hpr(RegistryBase):
             body["council"] = council
         if notify_user is not None:
             body["notify_user"] = notify_user
-        data = await self._post(R.PATH_HPR_CREATE, "hpr_create", body, once=True, **options)
-        return structure(unwrap(data, "HPR ID creation"), HprAccount)
+        return await self._send(
+            R.PATH_HPR_CREATE, "hpr_create", body, HprAccount, "HPR ID creation", once=True, **options
+        )
 
     # -------------------------------------------------------------------- machinery
 
