@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from pathlib import Path
-
-from aiohttp import web
 
 import health_async as ha
 from health_async import webhooks
 from health_async.models import HealthDataRequest
 from health_async.redis import RedisSeenStore
 from health_async.testing.abdm._hiu import example_document
+
+from ._serve import serve_until_killed
 
 
 async def main(argv: list[str]) -> None:
@@ -33,19 +32,7 @@ async def main(argv: list[str]) -> None:
         RedisSeenStore(redis_url, name=name) as seen,
     ):
         handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=on_data_fetch, seen_store=seen)
-        app = web.Application()
-        app.router.add_post("/abdm", handler.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        await asyncio.to_thread(Path(port_file).write_text, str(port))
-        try:
-            await asyncio.Event().wait()  # until killed
-        finally:
-            await handler.aclose()
-            await runner.cleanup()
+        await serve_until_killed(handler, port_file)
 
 
 if __name__ == "__main__":

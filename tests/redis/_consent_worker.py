@@ -15,13 +15,13 @@ import logging
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
 import health_async as ha
 from health_async import webhooks
 from health_async.models import HealthDataRequest
 from health_async.redis import RedisConsentBook
 from health_async.testing.abdm._hiu import example_document
+
+from ._serve import serve_until_killed
 
 
 async def main(argv: list[str]) -> None:
@@ -42,19 +42,7 @@ async def main(argv: list[str]) -> None:
         RedisConsentBook(redis_url, name=name) as consents,
     ):
         handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=on_data_fetch, consents=consents)
-        app = web.Application()
-        app.router.add_post("/abdm", handler.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        await asyncio.to_thread(Path(port_file).write_text, str(port))
-        try:
-            await asyncio.Event().wait()  # until killed
-        finally:
-            await handler.aclose()
-            await runner.cleanup()
+        await serve_until_killed(handler, port_file)
 
 
 if __name__ == "__main__":

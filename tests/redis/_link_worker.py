@@ -15,12 +15,12 @@ import asyncio
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
 import health_async as ha
 from health_async import webhooks
 from health_async.models import CareContext, CareContextDiscover, DiscoverLinkInit, HiType, MatchedPatient
 from health_async.redis import RedisLinkOtpStore
+
+from ._serve import serve_until_killed
 
 MOBILE = "9812345678"
 VISITS = (
@@ -54,19 +54,7 @@ async def main(argv: list[str]) -> None:
             secret, client=client, on_discover=on_discover, on_link_otp=on_link_otp, on_linked=on_linked,
             link_store=store,
         )  # fmt: skip
-        app = web.Application()
-        app.router.add_post("/abdm", handler.handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        await asyncio.to_thread(Path(port_file).write_text, str(port))
-        try:
-            await asyncio.Event().wait()  # until killed
-        finally:
-            await handler.aclose()
-            await runner.cleanup()
+        await serve_until_killed(handler, port_file)
 
 
 if __name__ == "__main__":
