@@ -8,6 +8,7 @@ none of them imports the server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -34,6 +35,9 @@ class RecordedRequest:
     plaintext: Any = None
     #: The status answered (``None`` for a dropped connection).
     status: int | None = None
+    #: When the request arrived (:func:`time.monotonic`, the fake's process): to watch the rate a client (or several
+    #: worker processes sharing one account) really sends at, see :meth:`FakeHealthServer.busiest_window`.
+    arrived_at: float = attrs.field(factory=time.monotonic)
 
 
 #: A route handler of the fake: the request and its record in, the answer out.

@@ -287,6 +287,20 @@ class FakeHealthServer:
         """How many requests ``route`` received (counted even when recording is off)."""
         return self._counts[route]
 
+    def busiest_window(self, seconds: float = 1.0, *, route: str | None = None) -> int:
+        """The most recorded requests (of ``route``, or of every route) that arrived within any ``seconds``: what
+        the service's own rate limit would count. Against a shared limit of ``rate_limit`` requests a second, this
+        is at most ``rate_limit``. Needs recording on (``record=True``, the default)."""
+        if not seconds > 0:
+            raise ValueError("seconds must be a positive number of seconds")
+        times = sorted(r.arrived_at for r in self.requests if route is None or r.route == route)
+        most, first = 0, 0
+        for last, at in enumerate(times):
+            while at - times[first] >= seconds:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
     def reset(self) -> None:
         """Forget the recorded requests and counts, and remove every fault."""
         self.requests.clear()
