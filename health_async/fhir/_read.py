@@ -31,6 +31,7 @@ import attrs
 
 from .._json import JSONDecodeError, loads
 from ..errors import InvalidRequest
+from ._recognise import record_type_of
 from ._types import RecordType
 
 __all__ = [
@@ -50,19 +51,6 @@ __all__ = [
 FhirDate: TypeAlias = dt.datetime | dt.date | str
 #: What an observation's value can be (see :attr:`ObservationValue.value`).
 ObservedValue: TypeAlias = float | int | str | bool | dt.datetime | dt.date | None
-
-# The SNOMED CT codes of Composition.type in the guide's profiles (checked against its examples). WellnessRecord
-# has none: its examples carry only a text, so it is known by its profile or its title.
-_SNOMED_TYPES: Final[Mapping[str, RecordType]] = {
-    "371530004": RecordType.OP_CONSULT,
-    "440545006": RecordType.PRESCRIPTION,
-    "721981007": RecordType.DIAGNOSTIC_REPORT,
-    "373942005": RecordType.DISCHARGE_SUMMARY,
-    "41000179103": RecordType.IMMUNIZATION,
-    "419891008": RecordType.HEALTH_DOCUMENT,
-}
-_BY_PROFILE_NAME: Final[Mapping[str, RecordType]] = {member.value.lower(): member for member in RecordType}
-_WELLNESS_TITLE: Final = "wellness record"
 
 # ABHA identifiers of a Patient. The guide's examples write the ABHA number as an identifier of system
 # https://healthid.ndhm.gov.in (type v2-0203#MR) with a 14-digit value ("22-7225-4829-5255"); its identifier-type
@@ -307,11 +295,13 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
             error (also a ``ValueError``); its message says which, and never holds the input.
         TypeError: ``bundle`` is none of the accepted types.
 
-    The record type is the first found of: a ``meta.profile`` of the Composition, then of the Bundle, whose last
-    segment is a :class:`RecordType` value; the Composition's SNOMED CT type code (371530004 OP consult,
-    440545006 prescription, 721981007 diagnostic report, 373942005 discharge summary, 41000179103 immunization,
-    419891008 health document); a title or type text of "Wellness Record" (the guide gives WellnessRecord no
-    code). ``None`` when none matches.
+    The record type is found as :func:`~health_async.fhir.validate` finds it (one function for both): the first
+    found of a ``meta.profile`` of the Composition, then of the Bundle, whose last segment (without a
+    ``|version``) is a :class:`RecordType` value; the Composition's SNOMED CT type code the guide's profiles name
+    (371530004 OP consult, 440545006 prescription, 721981007 and the other codes of the guide's diagnostic report
+    types, 373942005 discharge summary, 41000179103 immunization, 419891008 health document); a type text or
+    title of "Wellness Record" or "Invoice Record" (the guide gives those two profiles no code). ``None`` when none
+    matches.
 
     Judgement call: JSON text the strict decoder refuses is decoded again leniently (Python's ``json`` with
     ``strict=False``), because the guide's own published examples hold raw control characters inside their
@@ -440,7 +430,7 @@ class _Reader:
         subject = self.target(composition.get("subject"))
         patient_resource = subject if _kind(subject) == "Patient" else self.first("Patient")
         return FhirRecord(
-            record_type=_record_type(self.bundle, composition),
+            record_type=record_type_of(self.bundle),
             date=_date(composition.get("date")) or _date(self.bundle.get("timestamp")),
             title=_str(composition.get("title")),
             patient=_patient(patient_resource) if patient_resource is not None else None,
@@ -547,36 +537,6 @@ class _Reader:
 
 
 # ---------------------------------------------------------------------------------------------- the resources
-
-
-def record_type_of(bundle: Mapping[str, Any]) -> RecordType | None:
-    """The record type a bundle declares, found as :func:`read` finds it (the first Composition's or the bundle's NRCeS
-    profile, the Composition's SNOMED CT type, a wellness record's title), without reading the rest; ``None`` when it
-    declares none this version knows."""
-    for entry in _objects(bundle.get("entry")):
-        resource = _obj(entry.get("resource"))
-        if resource is not None and _kind(resource) == "Composition":
-            return _record_type(bundle, resource)
-    return _record_type(bundle, {})
-
-
-def _record_type(bundle: Mapping[str, Any], composition: Mapping[str, Any]) -> RecordType | None:
-    for holder in (composition, bundle):
-        meta = _obj(holder.get("meta"))
-        for profile in _strings(meta.get("profile") if meta is not None else None):
-            name = profile.split("|", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
-            if name in _BY_PROFILE_NAME:
-                return _BY_PROFILE_NAME[name]
-    concept = _obj(composition.get("type"))
-    for coding in _objects(concept.get("coding") if concept is not None else None):
-        system = _str(coding.get("system"))
-        code = _str(coding.get("code"))
-        if code is not None and code in _SNOMED_TYPES and (system is None or "snomed" in system.lower()):
-            return _SNOMED_TYPES[code]
-    texts = (_str(composition.get("title")), _str(concept.get("text")) if concept is not None else None)
-    if any(text is not None and " ".join(text.split()).lower() == _WELLNESS_TITLE for text in texts):
-        return RecordType.WELLNESS
-    return None
 
 
 def _patient(resource: Mapping[str, Any]) -> PatientInfo:

@@ -6,7 +6,9 @@ Three layers of checks, each problem naming its rule:
   unknown elements, cardinality, required elements, choice types, JSON value types and primitive formats.
 * ``document.*``: FHIR's document rules (Bundle type ``document``, Composition first, identifier, timestamp,
   unique full URLs, every reference resolved inside the bundle, the Composition's subject a Patient of the bundle).
-* the guide's profile rules (``_rules.py``: Composition type, sections and what they hold, required elements).
+* ``profile.*``: the NRCeS guide's profile rules, generated from the guide's own packages (``_ig.py``, interpreted
+  by ``_profiles.py``): cardinality, fixed values, slices, reference targets and bindings of the record profile and
+  of every profile its references reach, in the guide's version the document names (or is recognised as).
 
 Messages carry paths, rules and expected types, never a value of the bundle (health data).
 """
@@ -22,9 +24,11 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from . import _rules
+from .._json import loads as fast_loads
+from . import _profiles
 from ._read import is_blank, without_bom
-from ._types import NRCES_PROFILE_BASE, RecordType
+from ._recognise import recognise
+from ._types import RecordType
 
 __all__ = ["Problem", "ValidationReport", "validate"]
 
@@ -35,21 +39,27 @@ Severity = Literal["error", "warning"]
 class Problem:
     """One finding: ``severity`` (``"error"`` or ``"warning"``), ``path`` (FHIRPath-like, e.g.
     ``Bundle.entry[2].resource.subject``), ``rule`` (e.g. ``structure.required``, ``document.reference-resolved``,
-    ``op-consult.section.Allergies``) and ``message`` (what is expected; never a value of the bundle)."""
+    ``profile.target``), ``message`` (what is expected; never a value of the bundle) and, for a rule of the guide's
+    profiles, ``source``: the profile, its version and the element the rule comes from
+    (``StructureDefinition-OPConsultRecord|6.5.0#Composition.section:FollowUp.entry``; ``""`` for other rules)."""
 
     severity: Severity
     path: str
     rule: str
     message: str
+    source: str = ""
 
 
 @attrs.frozen
 class ValidationReport:
-    """What :func:`validate` found: ``ok`` when no problem is an error; ``record_type`` when the Composition says
-    which of the seven profiles it is; ``problems`` in document order."""
+    """What :func:`validate` found: ``ok`` when no problem is an error; ``record_type`` when the document says
+    which of the eight profiles it is (found as :func:`~health_async.fhir.read` finds it); ``problems`` in the order
+    found; ``ig_version``: the version of the NRCeS guide whose profile rules were applied (``"6.5.0"`` or
+    ``"2.0.1"``; how it is chosen: :func:`validate`), ``None`` when none were (no record type, or no Composition)."""
 
     record_type: RecordType | None
     problems: tuple[Problem, ...]
+    ig_version: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,9 +75,6 @@ class ValidationReport:
     def warnings(self) -> tuple[Problem, ...]:
         """The problems of severity ``warning``."""
         return tuple(p for p in self.problems if p.severity == "warning")
-
-
-_SNOMED_TO_RECORD: Final = {c.code: c.record_type for c in _rules.COMPOSITION_TYPES if c.code}
 
 
 class _Tables:
@@ -275,7 +282,20 @@ def _non_finite(value: Any, path: str) -> Iterator[str]:
 
 
 def _load(bundle: Any) -> tuple[Any, Problem | None]:
-    """The decoded bundle, or the one problem that stops the validation (not JSON, not a Bundle)."""
+    """The decoded bundle, or the one problem that stops the validation (not JSON, not a Bundle).
+
+    Text is decoded by msgspec (the library's JSON, about twice as fast as :mod:`json` on a large document); what it
+    refuses (not JSON, but also ``NaN``, ``1e400`` and lone surrogates, which Python's ``json`` takes and the walk
+    then reports) is decoded again by :mod:`json`, as before, and any problem named as before."""
+    if isinstance(bundle, (bytes, bytearray, memoryview, str)):
+        data = without_bom(bundle)
+        if not is_blank(data):
+            try:
+                bundle = fast_loads(data)
+            except ValueError:  # JSONDecodeError: decoded below, as before
+                pass
+            else:
+                return _bundle(bundle)
     if isinstance(bundle, (bytes, bytearray, memoryview)):
         data = without_bom(bundle)
         try:
@@ -293,6 +313,10 @@ def _load(bundle: Any) -> tuple[Any, Problem | None]:
             return None, Problem("error", "Bundle", "json.invalid", "not JSON text: nested too deeply")
         except ValueError:
             return None, Problem("error", "Bundle", "json.invalid", "not JSON text")
+    return _bundle(bundle)
+
+
+def _bundle(bundle: Any) -> tuple[Any, Problem | None]:
     if not isinstance(bundle, dict):
         return None, Problem("error", "Bundle", "document.bundle", "not a JSON object: expected a Bundle resource")
     if bundle.get("resourceType") != "Bundle":
@@ -335,10 +359,8 @@ def _validate(raw: Any) -> ValidationReport:
         (i, e["resource"]) for i, e in enumerate(entries) if type(e) is dict and type(e.get("resource")) is dict
     ]
     _document_rules(bundle, entries, walk)
-    record_type = _record_type(entries)
-    if record_type is not None:
-        _profile_rules(record_type, entries, resources, walk)
-    return ValidationReport(record_type, tuple(walk.problems))
+    record_type, ig_version = _profile_rules(bundle, entries, resources, walk)
+    return ValidationReport(record_type, tuple(walk.problems), ig_version)
 
 
 def _targets(entries: list[Any]) -> dict[str, tuple[int, str]]:
@@ -413,106 +435,15 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
             )
 
 
-def _record_type(entries: list[Any]) -> RecordType | None:
-    first = entries[0].get("resource") if entries and type(entries[0]) is dict else None
-    if type(first) is not dict or first.get("resourceType") != "Composition":
-        return None
-    meta = first.get("meta")
-    for profile in meta.get("profile", ()) if type(meta) is dict and type(meta.get("profile")) is list else ():
-        if isinstance(profile, str) and profile.startswith(NRCES_PROFILE_BASE):
-            try:
-                return RecordType(profile[len(NRCES_PROFILE_BASE) :])
-            except ValueError:
-                pass
-    for code in _codes(first.get("type")):
-        if code in _SNOMED_TO_RECORD:
-            return _SNOMED_TO_RECORD[code]
-    return None
-
-
-def _codes(concept: Any) -> list[str]:
-    if type(concept) is not dict or type(concept.get("coding")) is not list:
-        return []
-    return [c["code"] for c in concept["coding"] if type(c) is dict and isinstance(c.get("code"), str)]
-
-
-def _entry_types(section: dict[str, Any], targets: dict[str, tuple[int, str]]) -> list[tuple[int, str | None]]:
-    out: list[tuple[int, str | None]] = []
-    for j, ref in enumerate(section.get("entry", ()) if type(section.get("entry")) is list else ()):
-        r = ref.get("reference") if type(ref) is dict else None
-        out.append((j, targets[r][1] if isinstance(r, str) and r in targets else None))
-    return out
-
-
 def _profile_rules(
-    record_type: RecordType, entries: list[Any], resources: list[tuple[int, dict[str, Any]]], walk: _Walk
-) -> None:
-    comp: dict[str, Any] = entries[0]["resource"]
-    cpath = "Bundle.entry[0].resource"
-    for ct in _rules.COMPOSITION_TYPES:
-        if ct.record_type is record_type and ct.code is not None and ct.code not in _codes(comp.get("type")):
-            walk.error(f"{cpath}.type", ct.rule, f"the Composition's type is SNOMED CT {ct.code} ({ct.source})")
-    targets = _targets(entries)
-    raw_sections = comp.get("section")
-    sections: list[Any] = raw_sections if type(raw_sections) is list else []
-    single = next((s for s in _rules.SINGLE_SECTION if s.record_type is record_type), None)
-    if single is not None:
-        if len(sections) != 1:
-            walk.error(f"{cpath}.section", single.rule, f"exactly one section ({single.source})")
-        for k, section in enumerate(sections):
-            if type(section) is not dict:
-                continue
-            kinds = _entry_types(section, targets)
-            if not kinds:
-                walk.error(f"{cpath}.section[{k}].entry", single.rule, f"at least one entry ({single.source})")
-            _allowed(kinds, single.allowed, f"{cpath}.section[{k}]", single.rule, single.source, walk)
-    named = [s for s in _rules.SECTION_RULES if s.record_type is record_type]
-    for k, section in enumerate(sections if named else []):
-        if type(section) is not dict:
-            continue
-        codes = _codes(section.get("code"))
-        rule: _rules.SectionRule | None = next(
-            (
-                s
-                for s in named
-                if (s.code is not None and s.code in codes)
-                or (s.title and s.title == section.get("title") and not codes)
-            ),
-            None,
-        )
-        if rule is None:
-            walk.warning(
-                f"{cpath}.section[{k}]",
-                f"{record_type.value}.section",
-                "a section none of the profile's named sections matches (open slicing)",
-            )
-            continue
-        _allowed(_entry_types(section, targets), rule.allowed, f"{cpath}.section[{k}]", rule.rule, rule.source, walk)
-    by_type: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for i, res in resources:
-        by_type.setdefault(str(res.get("resourceType")), []).append((i, res))
-    for er in _rules.ELEMENT_RULES:
-        if er.record_types is not None and record_type not in er.record_types:
-            continue
-        for i, res in by_type.get(er.resource_type, ()):
-            if not any(res.get(name) for name in er.element.split("|")):
-                walk.error(
-                    f"Bundle.entry[{i}].resource.{er.element.split('|')[0]}",
-                    er.rule,
-                    f"{er.resource_type}.{er.element.replace('|', ' or ')} is required ({er.source})",
-                )
-
-
-def _allowed(
-    kinds: list[tuple[int, str | None]],
-    allowed: frozenset[str],
-    path: str,
-    rule: str,
-    source: str,
-    walk: _Walk,
-) -> None:
-    for j, kind in kinds:
-        if kind is not None and kind not in allowed:
-            walk.error(
-                f"{path}.entry[{j}]", rule, f"this section holds {' or '.join(sorted(allowed))}, not {kind} ({source})"
-            )
+    bundle: dict[str, Any], entries: list[Any], resources: list[tuple[int, dict[str, Any]]], walk: _Walk
+) -> tuple[RecordType | None, str | None]:
+    """The record type (as ``read`` finds it) and the guide's version whose profile rules were applied to the first
+    Composition and every resource its references reach (``_profiles.py``)."""
+    record_type, declared = recognise(bundle)
+    composition = next((i for i, res in resources if res.get("resourceType") == "Composition"), None)
+    if record_type is None or composition is None:
+        return record_type, None
+    version, found = _profiles.check_document(entries, composition, record_type, declared)
+    walk.problems.extend(Problem(*f) for f in found)  # type: ignore[arg-type]
+    return record_type, version

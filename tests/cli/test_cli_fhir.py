@@ -25,6 +25,7 @@ from health_async.testing import FakeHealthServer
 from health_async.testing.records._results import completed_result
 
 from ..conftest import ServerThread
+from ..fhir_build._conformance import BUILDERS_NOT_YET_CONFORMANT
 
 DATA = Path(__file__).parents[1] / "data"
 EXAMPLES = DATA / "fhir" / "examples"
@@ -102,12 +103,20 @@ def test_validate_json_is_one_object_per_file(capsys: pytest.CaptureFixture[str]
     code, out, err = run(capsys, "fhir", "validate", "--json", str(LAB), bad)
     good_line, bad_line = (orjson.loads(line) for line in out.splitlines())
     assert code == 1 and err == "2 files, 1 valid\n"
-    assert good_line == {"file": str(LAB), "ok": True, "record_type": "DiagnosticReportRecord", "problems": []}
+    assert good_line == {
+        "file": str(LAB),
+        "ok": True,
+        "record_type": "DiagnosticReportRecord",
+        "ig_version": "6.5.0",
+        "problems": [],
+    }
     report = fhir.validate(broken)
     assert bad_line["file"] == bad and bad_line["ok"] is False
     assert bad_line["record_type"] == "DiagnosticReportRecord"
     assert bad_line["problems"] == [
-        {"severity": p.severity, "path": p.path, "rule": p.rule, "message": p.message} for p in report.problems
+        {"severity": p.severity, "path": p.path, "rule": p.rule, "message": p.message}
+        | ({"source": p.source} if p.source else {})
+        for p in report.problems
     ]
     assert {"severity": "error", "path": "Bundle.entry[1].resource", "rule": "structure.resource-type"}.items() <= (
         bad_line["problems"][0].items()
@@ -175,6 +184,7 @@ def test_validate_an_unreadable_file_fails_alone(capsys: pytest.CaptureFixture[s
         "file": missing,
         "ok": False,
         "record_type": None,
+        "ig_version": None,
         "problems": [],
         "error": {"type": "InputError", "message": "the input file does not exist"},
     }
@@ -542,6 +552,7 @@ def test_from_result_an_unknown_document_is_exit_1(
     assert err.startswith("health-async: DocumentNotFound: ")
 
 
+@BUILDERS_NOT_YET_CONFORMANT
 def test_from_result_with_the_real_builder_writes_a_lab_report_that_validates(
     server: FakeHealthServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -604,3 +615,18 @@ def test_from_result_a_file_that_cannot_be_written_is_exit_1_without_its_name(
     code, out, err = run(capsys, "fhir", "from-result", _doc(server), *ARGS, "--out", str(target))
     assert code == 1 and out == ""
     assert err == "health-async fhir from-result: the file could not be written (No such file or directory)\n"
+
+
+def test_validate_names_the_guides_version_and_the_profile_element_of_a_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = lab()
+    del broken["entry"][0]["resource"]["type"]["coding"]  # DiagnosticReportRecord: Composition.type.coding 1..1
+    bad = write(tmp_path / "bad.json", broken)
+    code, out, _ = run(capsys, "fhir", "validate", bad)
+    source = "StructureDefinition-DiagnosticReportRecord|6.5.0#Composition.type.coding"
+    assert code == 1 and f"{bad}: error Bundle.entry[0].resource.type.coding profile.cardinality" in out
+    assert out.rstrip().endswith(f"[{source}]")
+    code, out, _ = run(capsys, "fhir", "validate", "--json", bad)
+    line = orjson.loads(out)
+    assert line["ig_version"] == "6.5.0" and line["problems"][-1]["source"] == source

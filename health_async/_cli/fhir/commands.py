@@ -1,8 +1,11 @@
 """``health-async fhir validate | show | from-result``: ABDM FHIR documents from the shell.
 
 * ``fhir validate FILE...`` (``-``: stdin): :func:`health_async.fhir.validate` on each file. Text by default: one
-  line per problem, ``FILE: severity path rule message``, on stdout; ``--json``: one object per file,
-  ``{"file", "ok", "record_type", "problems": [{"severity", "path", "rule", "message"}]}``. The summary,
+  line per problem, ``FILE: severity path rule message``, on stdout (a rule of the guide's profiles ends with the
+  profile element it comes from, ``[StructureDefinition-OPConsultRecord|6.5.0#Composition.section]``);
+  ``--json``: one object per file, ``{"file", "ok", "record_type", "ig_version", "problems": [{"severity", "path",
+  "rule", "message"}]}`` (``ig_version``: the guide's version whose rules applied; a problem of the guide's
+  profiles adds its ``"source"``). The summary,
   ``N files, N valid``, goes to stderr in both modes (as every bulk command's). Exit 0 when no file has an error
   (warnings allowed), 1 when any has one or could not be read, 2 for bad usage.
 * ``fhir show FILE`` (``-``: stdin): :func:`health_async.fhir.read`, written for a person (record type, date,
@@ -118,12 +121,16 @@ def _check_sources(files: Sequence[str]) -> None:
 
 
 def _problem_json(problem: fhir.Problem) -> dict[str, str]:
-    return {"severity": problem.severity, "path": problem.path, "rule": problem.rule, "message": problem.message}
+    out = {"severity": problem.severity, "path": problem.path, "rule": problem.rule, "message": problem.message}
+    if problem.source:
+        out["source"] = problem.source
+    return out
 
 
 def _problem_line(name: str, problem: fhir.Problem) -> str:
     parts = (problem.severity, problem.path, problem.rule, problem.message)
-    return f"{_clean(name)}: " + " ".join(_clean(part) for part in parts)
+    line = f"{_clean(name)}: " + " ".join(_clean(part) for part in parts)
+    return f"{line} [{_clean(problem.source)}]" if problem.source else line
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
@@ -138,7 +145,9 @@ async def cmd_validate(args: argparse.Namespace) -> int:
             unreadable += 1
             if args.json:
                 error = {"type": "InputError", "message": str(exc)}
-                emit({"file": name, "ok": False, "record_type": None, "problems": [], "error": error})
+                emit(
+                    {"file": name, "ok": False, "record_type": None, "ig_version": None, "problems": [], "error": error}
+                )
             else:
                 print(f"{_clean(name)}: cannot read: {exc}")
                 sys.stdout.flush()
@@ -149,7 +158,15 @@ async def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             record_type = report.record_type.value if report.record_type is not None else None
             problems = [_problem_json(p) for p in report.problems]
-            emit({"file": name, "ok": report.ok, "record_type": record_type, "problems": problems})
+            emit(
+                {
+                    "file": name,
+                    "ok": report.ok,
+                    "record_type": record_type,
+                    "ig_version": report.ig_version,
+                    "problems": problems,
+                }
+            )
         elif report.problems:
             print("\n".join(_problem_line(name, p) for p in report.problems))
             sys.stdout.flush()
