@@ -131,7 +131,7 @@ def _subject_not_patient(d: dict[str, Any]) -> None:
 
 OP = RecordType.OP_CONSULT
 CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
-    ("order", _swap_first, "Bundle.entry[0].resource", "document.composition-first"),
+    ("order", _swap_first, "Bundle.entry[0].resource", "r4.bdl-11"),
     ("dangling reference", _dangling, "Bundle.entry[0].resource.author[0].reference", "document.reference-resolved"),
     ("wrong type code", _type_code, "Bundle.entry[0].resource.type.coding[0].code", "profile.fixed"),
     ("wrong value type", _value_type, "Bundle.entry[0].resource.status", "structure.type"),
@@ -145,7 +145,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "profile.target",
     ),
     ("not a document", _not_document, "Bundle.type", "document.type"),
-    ("no timestamp", _no_timestamp, "Bundle.timestamp", "document.timestamp"),
+    ("no timestamp", _no_timestamp, "Bundle.timestamp", "r4.bdl-10"),
     ("unknown element", _unknown_element, "Bundle.entry[1].resource.nickname", "structure.unknown-element"),
     ("array for 0..1", _array_for_single, "Bundle.entry[0].resource.title", "structure.cardinality"),
     ("two types for a choice", _two_choice_types, "", "structure.choice"),
