@@ -41,6 +41,7 @@ from ._build_inputs import (
 from ._read import (
     Attachment,
     ClinicalEntry,
+    Dosage,
     FhirDate,
     FhirRecord,
     MedicationInfo,
@@ -63,6 +64,7 @@ __all__ = [
     "Coding",
     "Condition",
     "Document",
+    "Dosage",
     "Encounter",
     "FamilyHistory",
     "FhirDate",

@@ -36,6 +36,7 @@ from ._types import RecordType
 __all__ = [
     "Attachment",
     "ClinicalEntry",
+    "Dosage",
     "FhirDate",
     "FhirRecord",
     "MedicationInfo",
@@ -83,6 +84,16 @@ _SPACE_TEXT: Final = " \t\n\r"
 #: The largest number read as one: beyond a double's range (``1e400``, a 400-digit integer) a number is absent.
 _LARGEST: Final = sys.float_info.max
 _AT_BYTE: Final = re.compile(r"\(byte (\d+)\)")
+#: UCUM's units of time, as ``Timing.repeat.periodUnit`` codes them (FHIR's units-of-time value set), in words.
+_TIME_UNITS: Final[Mapping[str, tuple[str, str]]] = {
+    "s": ("second", "seconds"),
+    "min": ("minute", "minutes"),
+    "h": ("hour", "hours"),
+    "d": ("day", "days"),
+    "wk": ("week", "weeks"),
+    "mo": ("month", "months"),
+    "a": ("year", "years"),
+}
 
 
 # ---------------------------------------------------------------------------------------------------------- models
@@ -158,6 +169,52 @@ class ObservationValue:
 
 
 @attrs.frozen
+class Dosage:
+    """One dosage of a medication (a MedicationRequest's ``dosageInstruction``, a MedicationStatement's ``dosage``):
+    its coded parts, typed, and a one-line :attr:`summary` of them. Left out of the ``repr`` (health data).
+
+    The guide's examples write a dosage either as ``text`` or only as coded parts (the OP consult example's
+    MedicationRequest has a route and an additional instruction, no text): :attr:`MedicationInfo.dosage` reads the
+    text when there is one, else this summary.
+    """
+
+    #: ``text`` as written (``"One tablet at once"``).
+    text: str | None = attrs.field(default=None, repr=False)
+    #: ``doseAndRate[0].doseQuantity.value`` (``1``).
+    dose: float | int | None = attrs.field(default=None, repr=False)
+    #: That quantity's ``unit``, else its ``code`` (``"tablet"``).
+    dose_unit: str | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.frequency``: how many times per :attr:`period`.
+    frequency: float | int | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.period``.
+    period: float | int | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.periodUnit`` as written: a UCUM unit of time (``"s"``, ``"min"``, ``"h"``, ``"d"``,
+    #: ``"wk"``, ``"mo"``, ``"a"``).
+    period_unit: str | None = attrs.field(default=None, repr=False)
+    #: ``timing.code`` (``"BID"``...): its text, else the first coding's display, else its code.
+    timing: str | None = attrs.field(default=None, repr=False)
+    #: ``route`` (``"Oral Route"``): its text, else the first coding's display, else its code.
+    route: str | None = attrs.field(default=None, repr=False)
+    #: ``method`` (``"Swallow"``), read as :attr:`route` is.
+    method: str | None = attrs.field(default=None, repr=False)
+    #: ``asNeededBoolean``; ``True`` when an ``asNeededCodeableConcept`` is given (the need it names is
+    #: :attr:`as_needed_for`); ``None`` when the dosage does not say.
+    as_needed: bool | None = attrs.field(default=None, repr=False)
+    #: ``asNeededCodeableConcept`` (``"Pain"``), read as :attr:`route` is.
+    as_needed_for: str | None = attrs.field(default=None, repr=False)
+    #: Each ``additionalInstruction`` (``"With or after food"``), read as :attr:`route` is, in order.
+    additional_instructions: tuple[str, ...] = attrs.field(default=(), repr=False)
+    #: The coded parts in one line, in this order and joined by ``", "``: the dose (``"1 tablet"``), the timing
+    #: (:attr:`timing` when coded, else ``"2 time(s) per 1 day"``, or ``"every 8 hours"`` without a frequency),
+    #: the route, the method, ``"as needed"`` (``"as needed for Pain"``), the additional instructions; e.g.
+    #: ``"1 tablet, 1 time(s) per 1 day, Oral Route, Swallow, With or after food"``. Names are as written (not
+    #: recased); ``None`` when the dosage has no coded part. The :attr:`text` is not part of it.
+    summary: str | None = attrs.field(default=None, repr=False)
+    #: The Dosage as written.
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+
+@attrs.frozen
 class MedicationInfo:
     """A MedicationRequest (prescribed) or a MedicationStatement (taken). Left out of the ``repr`` but its type."""
 
@@ -167,13 +224,16 @@ class MedicationInfo:
     name: str | None = attrs.field(default=None, repr=False)
     #: The first coding's code (SNOMED CT in the guide).
     code: str | None = attrs.field(default=None, repr=False)
-    #: How to take it: each dosage's ``text``, else its timing written out (``"1 per 1 d"``), joined by ``"; "``.
+    #: How to take it: each dosage's ``text``, else its coded parts in one line (:attr:`Dosage.summary`), joined
+    #: by ``"; "``; ``None`` when no dosage says anything.
     dosage: str | None = attrs.field(default=None, repr=False)
     #: ``status`` as written (``active``, ``completed``...).
     status: str | None = attrs.field(default=None, repr=False)
     #: ``authoredOn`` (a request), else ``effectiveDateTime`` or ``dateAsserted`` (a statement).
     date: FhirDate | None = attrs.field(default=None, repr=False)
     raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+    #: Each dosage (``dosageInstruction`` of a request, ``dosage`` of a statement), typed, in order.
+    dosages: tuple[Dosage, ...] = attrs.field(default=(), repr=False)
 
 
 @attrs.frozen
@@ -492,18 +552,24 @@ class _Reader:
                     if concept is None:
                         reference = _obj(resource.get("medicationReference"))
                         concept = {"text": reference.get("display")} if reference is not None else None
-                dosages = _objects(resource.get("dosageInstruction" if kind == "MedicationRequest" else "dosage"))
+                dosages = tuple(
+                    map(
+                        _dosage,
+                        _objects(resource.get("dosageInstruction" if kind == "MedicationRequest" else "dosage")),
+                    )
+                )
                 yield MedicationInfo(
                     resource_type=kind,
                     name=_concept_name(concept),
                     code=_concept_code(concept),
-                    dosage="; ".join(filter(None, map(_dosage, dosages))) or None,
+                    dosage="; ".join(filter(None, (dosage.text or dosage.summary for dosage in dosages))) or None,
                     status=_str(resource.get("status")),
                     date=_date(resource.get("authoredOn"))
                     or _date(resource.get("effectiveDateTime"))
                     or _period_start(resource.get("effectivePeriod"))
                     or _date(resource.get("dateAsserted")),
                     raw=resource,
+                    dosages=dosages,
                 )
 
     def _clinical(self, kind: str) -> tuple[ClinicalEntry, ...]:
@@ -705,24 +771,57 @@ def _attachment(source: str, attachment: Mapping[str, Any]) -> Attachment:
     )
 
 
-def _dosage(dosage: Mapping[str, Any]) -> str | None:
-    text = _str(dosage.get("text"))
-    if text:
-        return text
-    timing = _obj(dosage.get("timing"))
-    if timing is None:
-        return None
-    named = _concept_name(_obj(timing.get("code")))
-    if named:
-        return named
-    repeat = _obj(timing.get("repeat"))
-    if repeat is None:
-        return None
+def _dosage(dosage: Mapping[str, Any]) -> Dosage:
+    timing = _obj(dosage.get("timing")) or {}
+    repeat = _obj(timing.get("repeat")) or {}
     frequency, period = _number(repeat.get("frequency")), _number(repeat.get("period"))
-    unit = _str(repeat.get("periodUnit"))
-    if frequency is None or period is None:
-        return None
-    return f"{_plain(frequency)} per {_plain(period)}{'' if unit is None else ' ' + unit}"
+    period_unit = _str(repeat.get("periodUnit"))
+    quantity = _obj((_first_object(dosage.get("doseAndRate")) or {}).get("doseQuantity"))
+    dose, dose_unit = _quantity_value(quantity), _quantity_unit(quantity)
+    flag = dosage.get("asNeededBoolean")
+    as_needed_for = _concept_name(_obj(dosage.get("asNeededCodeableConcept")))
+    as_needed = flag if isinstance(flag, bool) else (True if as_needed_for is not None else None)
+    named = _concept_name(_obj(timing.get("code")))
+    route = _concept_name(_obj(dosage.get("route")))
+    method = _concept_name(_obj(dosage.get("method")))
+    instructions = tuple(filter(None, map(_concept_name, _objects(dosage.get("additionalInstruction")))))
+    parts = [
+        None if dose is None else " ".join(filter(None, (_plain(dose), dose_unit))),
+        named or _every(frequency, period, period_unit),
+        route,
+        method,
+        ("as needed" + ("" if as_needed_for is None else f" for {as_needed_for}")) if as_needed else None,
+        *instructions,
+    ]
+    return Dosage(
+        text=_str(dosage.get("text")),
+        dose=dose,
+        dose_unit=dose_unit,
+        frequency=frequency,
+        period=period,
+        period_unit=period_unit,
+        timing=named,
+        route=route,
+        method=method,
+        as_needed=as_needed,
+        as_needed_for=as_needed_for,
+        additional_instructions=instructions,
+        summary=", ".join(part.strip() for part in parts if part and part.strip()) or None,
+        raw=dosage,
+    )
+
+
+def _every(frequency: float | int | None, period: float | int | None, unit: str | None) -> str | None:
+    """A timing's repeat in words: ``"2 time(s) per 1 day"``, ``"every 8 hours"`` (no frequency), ``"2 time(s)"``
+    (no period); a unit that is not UCUM's unit of time is written as given."""
+    span = None
+    if period is not None:
+        words = _TIME_UNITS.get(unit or "")
+        name = (words[0] if period == 1 else words[1]) if words is not None else unit
+        span = " ".join(filter(None, (_plain(period), name)))
+    if frequency is not None:
+        return f"{_plain(frequency)} time(s)" + ("" if span is None else f" per {span}")
+    return None if span is None else f"every {span}"
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

@@ -17,17 +17,24 @@ from hypothesis import strategies as st
 from health_async import InvalidRequest
 from health_async.fhir import (
     Attachment,
+    Dosage,
     FhirRecord,
     RecordType,
     read,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fhir_read"
+DATA_650 = Path(__file__).resolve().parent.parent / "data" / "fhir" / "examples-6.5.0"
 IST = dt.timezone(dt.timedelta(hours=5, minutes=30))
 
 
 def example(name: str) -> bytes:
     return (DATA / f"Bundle-{name}.json").read_bytes()
+
+
+def example_650(name: str) -> bytes:
+    """One of the guide's 6.5.0 examples (``tests/data/fhir/examples-6.5.0``, verbatim)."""
+    return (DATA_650 / f"Bundle-{name}.json").read_bytes()
 
 
 def bundle(*resources: dict[str, Any], urls: bool = True) -> dict[str, Any]:
@@ -188,6 +195,126 @@ def test_unknown_stays_raw() -> None:
     assert record.resolve("Specimen/none") is None
 
 
+# ------------------------------------------------------------------------------------------------------- dosage
+
+
+def test_op_consult_6_5_0_dosage_is_read_from_its_coded_parts() -> None:
+    """The 6.5.0 OP consult example's MedicationRequest has no dosage text: only a route and an additional
+    instruction. Read as ``None`` before."""
+    record = read(example_650("OPConsultNote-example-05"))
+    request = next(m for m in record.medications if m.resource_type == "MedicationRequest")
+    assert request.name == "Neomycin 5 mg/g cutaneous ointment"
+    assert request.dosage == "Topical route, Twice a day"
+    (dosage,) = request.dosages
+    assert (dosage.text, dosage.route, dosage.additional_instructions) == (None, "Topical route", ("Twice a day",))
+    assert (dosage.frequency, dosage.timing, dosage.method, dosage.as_needed, dosage.dose) == (None,) * 5
+    statement = next(m for m in record.medications if m.resource_type == "MedicationStatement")
+    assert (statement.dosage, statement.dosages) == (None, ())
+
+
+def test_prescription_6_5_0_text_wins_and_the_parts_are_typed() -> None:
+    record = read(example_650("Prescription-example-06"))
+    azithromycin, paracetamol = record.medications
+    assert azithromycin.dosage == "One tablet at once"  # the text, when there is one
+    (dosage,) = azithromycin.dosages
+    assert dosage.text == "One tablet at once"
+    assert (dosage.frequency, dosage.period, dosage.period_unit) == (1, 1, "d")
+    assert (dosage.route, dosage.method, dosage.additional_instructions) == (
+        "Oral Route",
+        "Swallow",
+        ("With or after food",),
+    )
+    assert dosage.summary == "1 time(s) per 1 day, Oral Route, Swallow, With or after food"
+    assert paracetamol.dosage == "Take two tablets orally with or after meal once a day"
+    assert [(d.text, d.summary) for d in paracetamol.dosages] == [
+        ("Take two tablets orally with or after meal once a day", None)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dosage", "summary"),
+    [
+        (
+            {
+                "doseAndRate": [{"doseQuantity": {"value": 1.0, "unit": "tablet"}}],
+                "timing": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d"}},
+                "route": {"coding": [{"code": "26643006", "display": "oral"}]},
+                "method": {"text": "swallow"},
+            },
+            "1 tablet, 1 time(s) per 1 day, oral, swallow",
+        ),
+        ({"timing": {"repeat": {"frequency": 3, "period": 2, "periodUnit": "wk"}}}, "3 time(s) per 2 weeks"),
+        ({"timing": {"repeat": {"period": 8, "periodUnit": "h"}}}, "every 8 hours"),
+        ({"timing": {"repeat": {"frequency": 2}}}, "2 time(s)"),
+        ({"timing": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "cycle"}}}, "1 time(s) per 1 cycle"),
+        (
+            {"timing": {"code": {"coding": [{"code": "BID"}]}, "repeat": {"frequency": 2, "period": 1}}},
+            "BID",  # the coded timing names it: the repeat is not written twice
+        ),
+        ({"doseAndRate": [{"doseQuantity": {"value": 5, "code": "mL"}}]}, "5 mL"),
+        ({"asNeededBoolean": True}, "as needed"),
+        ({"asNeededBoolean": False, "route": {"text": "oral"}}, "oral"),
+        ({"asNeededCodeableConcept": {"coding": [{"display": "Pain"}]}}, "as needed for Pain"),
+        ({"additionalInstruction": [{"text": "after food"}, {"coding": [{"code": "X"}]}, {}]}, "after food, X"),
+        ({"timing": {"repeat": {"frequency": "2", "period": [], "periodUnit": 7}}, "route": "oral"}, "2 time(s)"),
+        ({"sequence": 1}, None),
+    ],
+    ids=[
+        "all",
+        "weeks",
+        "every",
+        "frequency-only",
+        "unknown-unit",
+        "timing-code",
+        "dose-code",
+        "prn",
+        "not-prn",
+        "prn-for",
+        "instructions",
+        "wrong-types",
+        "nothing",
+    ],
+)
+def test_a_dosage_without_text_is_summarised_from_its_parts(dosage: dict[str, Any], summary: str | None) -> None:
+    request = {"resourceType": "MedicationRequest", "medicationCodeableConcept": {"text": "M"}}
+    (medication,) = read(bundle({**request, "dosageInstruction": [dosage]})).medications
+    (read_dosage,) = medication.dosages
+    assert read_dosage.summary == summary
+    assert medication.dosage == summary
+    assert read_dosage.raw == dosage
+    assert repr(read_dosage) == "Dosage()"  # health data: nothing of it in a repr
+
+
+def test_dosage_parts_are_typed_and_several_dosages_are_joined() -> None:
+    statement = {
+        "resourceType": "MedicationStatement",
+        "dosage": [
+            {
+                "doseAndRate": [{"doseQuantity": {"value": "2", "unit": "puff"}}],
+                "timing": {"repeat": {"frequency": 4, "period": 1, "periodUnit": "d"}},
+                "asNeededCodeableConcept": {"text": "wheezing"},
+            },
+            {"text": "  "},
+            {"text": "rinse the mouth after"},
+        ],
+    }
+    (medication,) = read(bundle(statement)).medications
+    first, blank, last = medication.dosages
+    assert last.text == "rinse the mouth after" and last.summary is None
+    assert first == Dosage(
+        dose=2,
+        dose_unit="puff",
+        frequency=4,
+        period=1,
+        period_unit="d",
+        as_needed=True,
+        as_needed_for="wheezing",
+        summary="2 puff, 4 time(s) per 1 day, as needed for wheezing",
+    )
+    assert (blank.text, blank.summary) == (None, None)
+    assert medication.dosage == "2 puff, 4 time(s) per 1 day, as needed for wheezing; rinse the mouth after"
+
+
 # ------------------------------------------------------------------------------------------ a producer's variations
 
 
@@ -244,7 +371,7 @@ def test_urn_references_contained_and_referenced_medication() -> None:
     ]
     assert record.facility is not None and record.facility.name == "Clinic"
     assert [(m.name, m.code, m.dosage) for m in record.medications] == [
-        ("Metformin", "861007", "2 per 1 d"),
+        ("Metformin", "861007", "2 time(s) per 1 day"),
         ("Metformin 500 mg", None, "1-0-1; after food"),
     ]
     assert record.date == dt.date(2024, 3, 1)
@@ -443,6 +570,8 @@ _KEYS = [
     "frequency", "period", "periodUnit", "content", "attachment", "presentedForm", "data", "size", "url",
     "contentType", "contained", "id", "clinicalStatus", "status", "vaccineCode", "serviceProvider", "timestamp",
     "numerator", "denominator", "authoredOn", "creation", "onsetDateTime", "performedPeriod",
+    "doseAndRate", "doseQuantity", "route", "method", "asNeededBoolean", "asNeededCodeableConcept",
+    "additionalInstruction",
 ]  # fmt: skip
 _TYPES = [
     "Bundle", "Composition", "Patient", "Observation", "MedicationRequest", "MedicationStatement", "Medication",
@@ -519,6 +648,8 @@ def _touch(record: FhirRecord) -> None:
             pass
     for observation in record.observations:
         repr(observation.components)
+    for medication in record.medications:
+        assert all(isinstance(dosage.summary, (str, type(None))) for dosage in medication.dosages)
 
 
 @given(_bundles)
