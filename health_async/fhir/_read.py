@@ -81,6 +81,9 @@ _BOM_TEXT: Final = "\ufeff"
 #: JSON's whitespace (RFC 8259), as bytes and as text.
 _SPACE_BYTES: Final = b" \t\n\r"
 _SPACE_TEXT: Final = " \t\n\r"
+#: Every control character (U+0000 to U+001F, which JSON allows inside a string only escaped) mapped to a space.
+_BLANK_BYTES: Final = bytes(0x20 if byte < 0x20 else byte for byte in range(256))
+_BLANK_TEXT: Final[Mapping[int, int]] = dict.fromkeys(range(0x20), 0x20)
 #: The largest number read as one: beyond a double's range (``1e400``, a 400-digit integer) a number is absent.
 _LARGEST: Final = sys.float_info.max
 _AT_BYTE: Final = re.compile(r"\(byte (\d+)\)")
@@ -375,7 +378,9 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
 
     Judgement call: JSON text the strict decoder refuses is decoded again leniently (Python's ``json`` with
     ``strict=False``), because the guide's own published examples hold raw control characters inside their
-    narratives' strings; text that neither decodes is :class:`~health_async.errors.InvalidRequest`. The lenient
+    narratives' strings (kept as written: a raw newline is read as ``"\\n"``); text that neither decodes is
+    :class:`~health_async.errors.InvalidRequest`, whose reason is found as if those characters were spaces (a
+    truncated text says truncated, not "malformed" at its first raw tab). The lenient
     decoder also takes ``NaN``, ``Infinity`` and numbers beyond a double's range (``1e400``): tolerant, the record
     reads such a number as absent (``None``), as it does in a decoded bundle; :func:`~health_async.fhir.validate`
     reports each as an error.
@@ -419,17 +424,38 @@ def _decode(text: str | bytes | bytearray) -> Any:
     if is_blank(data):
         raise InvalidRequest("the FHIR input is empty: there is no JSON text")
     skipped = len(_BOM_BYTES) if len(data) != len(text) else 0  # msgspec's offsets count UTF-8 bytes
+    strict = True
     try:
         return loads(data)
     except JSONDecodeError as strict_error:
         reason = _reason(str(strict_error), skipped)
     except ValueError:  # msgspec encodes text to UTF-8 first: a lone surrogate is a UnicodeEncodeError
         reason = "it is not UTF-8 (it holds a lone surrogate)"
+        strict = False
     try:  # UTF-8 only, as the strict decoder (and RFC 8259): json.loads of bytes would guess UTF-16 or a 2nd BOM
         return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data, strict=False)
     except (ValueError, RecursionError):
         pass
+    if strict:
+        reason = _blanked_reason(data, skipped) or reason
     raise InvalidRequest(f"the FHIR input is not JSON: {reason}")
+
+
+def _blanked_reason(data: str | bytes, skipped: int) -> str | None:
+    """Why ``data`` is not JSON once its raw control characters are read as spaces (as the lenient decoder reads
+    them inside strings), so that a raw control character inside a string is not named as the fault of text whose
+    fault is elsewhere (truncated, or something after its value); ``None`` when the blanked text decodes (the
+    fault was a control character outside any string: the first reason stands). Same length, so same offsets."""
+    blanked = data.translate(_BLANK_BYTES) if isinstance(data, bytes) else data.translate(_BLANK_TEXT)
+    if blanked == data:
+        return None
+    try:
+        loads(blanked)
+    except JSONDecodeError as error:
+        return _reason(str(error), skipped)
+    except ValueError:
+        return None
+    return None
 
 
 def _reason(message: str, skipped: int) -> str:
