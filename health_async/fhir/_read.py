@@ -39,6 +39,7 @@ __all__ = [
     "Dosage",
     "FhirDate",
     "FhirRecord",
+    "InvoiceLine",
     "MedicationInfo",
     "ObservationValue",
     "Party",
@@ -293,6 +294,35 @@ class Attachment:
             raise ValueError("the attachment's data is not valid base64") from error
 
 
+@attrs.frozen
+class InvoiceLine:
+    """One line of an Invoice (an invoice record's ``lineItem``): what was charged, how many, at what rate.
+
+    Left out of the ``repr`` (what a patient bought is health data). The guide's invoice example charges each
+    line through a ChargeItem, whose ``productReference`` names a Medication; a line's :attr:`price` is its
+    ``base`` price component (the rate), the other components (MRP, discount, taxes) are in :attr:`raw`.
+    """
+
+    #: ``sequence``.
+    sequence: int | None = attrs.field(default=None, repr=False)
+    #: The product charged (the ChargeItem's ``productReference``'s code, or ``productCodeableConcept``), else the
+    #: charge's own code (the ChargeItem's ``code``, or the line's ``chargeItemCodeableConcept``); read as
+    #: :attr:`ObservationValue.name` is.
+    name: str | None = attrs.field(default=None, repr=False)
+    #: That concept's first code (SNOMED CT for a medicine in the guide).
+    code: str | None = attrs.field(default=None, repr=False)
+    #: The ChargeItem's ``quantity.value``.
+    quantity: float | int | None = attrs.field(default=None, repr=False)
+    #: Its ``unit``, else its ``code`` (``"Tablet"``).
+    unit: str | None = attrs.field(default=None, repr=False)
+    #: The ``amount.value`` of the first price component of type ``base``.
+    price: float | int | None = attrs.field(default=None, repr=False)
+    #: That amount's ``currency`` (``"INR"``).
+    currency: str | None = attrs.field(default=None, repr=False)
+    #: The line item as written.
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+
 @attrs.frozen(repr=False)
 class FhirRecord:
     """A read FHIR document: what the guide's seven record types carry, typed, and everything else raw.
@@ -328,6 +358,8 @@ class FhirRecord:
     #: The decoded bundle, as given (not copied).
     raw: Any
     _index: Mapping[str, Mapping[str, Any]] = attrs.field(alias="index", eq=False)
+    #: Every Invoice's line items, in entry order (an invoice record's content).
+    invoice_lines: tuple[InvoiceLine, ...] = ()
 
     def resolve(self, reference: str) -> Mapping[str, Any] | None:
         """The bundle's resource a reference names (``"urn:uuid:..."``, ``"Patient/1"``, a full URL ending in
@@ -345,6 +377,7 @@ class FhirRecord:
                 "procedures",
                 "immunizations",
                 "attachments",
+                "invoice_lines",
             )
         )
         kind = self.record_type.value if self.record_type is not None else None
@@ -542,6 +575,7 @@ class _Reader:
             resources=types.MappingProxyType({kind: tuple(found) for kind, found in self.by_type.items()}),
             raw=self.raw,
             index=types.MappingProxyType(self.index),
+            invoice_lines=tuple(self._invoice_lines()),
         )
 
     def _party(self, reference: Mapping[str, Any]) -> Party:
@@ -596,6 +630,33 @@ class _Reader:
                     or _date(resource.get("dateAsserted")),
                     raw=resource,
                     dosages=dosages,
+                )
+
+    def _invoice_lines(self) -> Iterator[InvoiceLine]:
+        for invoice in self.by_type.get("Invoice", ()):
+            for line in _objects(invoice.get("lineItem")):
+                charge = self.target(line.get("chargeItemReference"), within=invoice) or {}
+                product = self.target(charge.get("productReference"), within=charge)
+                concept = (
+                    (_obj(product.get("code")) if product is not None else None)
+                    or _obj(charge.get("productCodeableConcept"))
+                    or _obj(charge.get("code"))
+                    or _obj(line.get("chargeItemCodeableConcept"))
+                )
+                base = next((p for p in _objects(line.get("priceComponent")) if p.get("type") == "base"), {})
+                amount = _obj(base.get("amount")) or {}
+                quantity = _obj(charge.get("quantity"))
+                sequence = _number(line.get("sequence"))
+                line_number = int(sequence) if sequence is not None and float(sequence).is_integer() else None
+                yield InvoiceLine(
+                    sequence=line_number,
+                    name=_concept_name(concept),
+                    code=_concept_code(concept),
+                    quantity=_quantity_value(quantity),
+                    unit=_quantity_unit(quantity),
+                    price=_number(amount.get("value")),
+                    currency=_str(amount.get("currency")),
+                    raw=line,
                 )
 
     def _clinical(self, kind: str) -> tuple[ClinicalEntry, ...]:

@@ -738,3 +738,169 @@ def _finite(value: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ------------------------------------------------------------------------------- the guide's 6.5.0 examples, by value
+
+JULY_2020 = dt.datetime(2020, 7, 9, 15, 32, 26, 605000, tzinfo=IST)
+MAY_2017 = dt.datetime(2017, 5, 27, 11, 46, 9, tzinfo=IST)
+AUGUST_2023 = dt.datetime(2023, 8, 22, 17, 37, 0, 605000, tzinfo=IST)
+RECORDS_650 = [
+    ("OPConsultNote-example-05", RecordType.OP_CONSULT, "Consultation Report", JULY_2020),
+    ("Prescription-example-06", RecordType.PRESCRIPTION, "Prescription record", MAY_2017),
+    ("DiagnosticReport-Lab-example-03", RecordType.DIAGNOSTIC_REPORT, "Diagnostic Report- Lab", MAY_2017),
+    (
+        "DiagnosticReport-Imaging-DCM-example-01",
+        RecordType.DIAGNOSTIC_REPORT,
+        "Diagnostic Report- Imaging DICOM",
+        MAY_2017,
+    ),
+    ("DischargeSummary-example-04", RecordType.DISCHARGE_SUMMARY, "Discharge Summary", JULY_2020),
+    ("ImmunizationRecord-example-07", RecordType.IMMUNIZATION, "Immunization record", JULY_2020),
+    ("WellnessRecord-example-01", RecordType.WELLNESS, "Wellness Record", JULY_2020),
+    ("HealthDocumentRecord-example-01", RecordType.HEALTH_DOCUMENT, "Health Document", JULY_2020),
+    ("InvoiceRecord-example-01", RecordType.INVOICE, "Pharmacy Invoice Record", AUGUST_2023),
+]
+
+
+def test_every_6_5_0_example_is_tested() -> None:
+    assert sorted(path.name for path in DATA_650.glob("Bundle-*.json")) == sorted(
+        f"Bundle-{name}.json" for name, *_ in RECORDS_650
+    )
+
+
+@pytest.mark.parametrize(("name", "record_type", "title", "date"), RECORDS_650, ids=[r[0] for r in RECORDS_650])
+def test_every_6_5_0_example_has_its_type_title_date_patient_and_author(
+    name: str, record_type: RecordType, title: str, date: dt.datetime
+) -> None:
+    data = example_650(name)
+    assert not raw_controls(data)  # 6.5.0's files are strict JSON
+    record = read(data)
+    assert (record.record_type, record.title, record.date) == (record_type, title, date)
+    assert record.patient is not None
+    assert (record.patient.name, record.patient.birth_date, record.patient.abha_number) == (
+        "ABC",
+        dt.date(1981, 1, 12),
+        "22-7225-4829-5255",
+    )
+    assert record.patient.gender == ("female" if record_type is RecordType.WELLNESS else "male")
+    (author,) = record.authors
+    assert (author.resource_type, author.identifier) == ("Practitioner", "21-1521-3828-3227")
+    assert author.name in ("Dr. DEF", "DEF")
+
+
+def test_op_consult_6_5_0() -> None:
+    record = read(example_650("OPConsultNote-example-05"))
+    assert [(c.name, c.code, c.status) for c in record.conditions] == [
+        ("Foot swelling", "297142003", "active"),
+        ("Diabetes mellitus type 1", "46635009", "recurrence"),
+        ("Diabetes mellitus type 2", "44054006", "recurrence"),
+    ]
+    assert [(a.name, a.code) for a in record.allergies] == [("NKA", "716186003")]
+    assert [(p.name, p.date) for p in record.procedures] == [
+        ("Assessment of diabetic foot ulcer", dt.date(2019, 5, 12))
+    ]
+    assert [(m.resource_type, m.name, m.code, m.status) for m in record.medications] == [
+        ("MedicationRequest", "Neomycin 5 mg/g cutaneous ointment", "353231006", "active"),
+        ("MedicationStatement", "Telmisartan 20 mg oral tablet", "134463001", "completed"),
+    ]
+    assert record.facility is not None and (record.facility.name, record.facility.identifier) == (
+        "UVW Hospital",
+        "4567823",
+    )
+
+
+def test_lab_and_imaging_6_5_0() -> None:
+    lab = read(example_650("DiagnosticReport-Lab-example-03"))
+    assert [(o.name, o.code, o.value, o.unit) for o in lab.observations] == [
+        ("Cholesterol [Mass/volume] in Serum or Plasma", "2093-3", 156, "mg/dL"),
+        ("Triglyceride [Mass/volume] in Serum or Plasma", "2571-8", 146, "mg/dL"),
+        ("Cholesterol in HDL [Mass/volume] in Serum or Plasma", "2085-9", 45, "mg/dL"),
+    ]
+    assert lab.facility is not None and lab.facility.name == "XYZ Lab Pvt.Ltd."
+    imaging = read(example_650("DiagnosticReport-Imaging-DCM-example-01"))
+    assert [(a.source, a.content_type, a.title) for a in imaging.attachments] == [
+        ("DiagnosticReport", "application/pdf", "Diagnostic Report"),
+        ("Media", "image/jpeg", "Computed tomography (CT) of head and neck"),
+        ("DocumentReference", "application/pdf", "Laboratory report"),
+    ]
+    jpeg = imaging.attachments[1].data()
+    assert jpeg is not None and jpeg.startswith(b"\xff\xd8") and len(jpeg) == imaging.attachments[1].size
+
+
+def test_discharge_summary_immunization_and_health_document_6_5_0() -> None:
+    discharge = read(example_650("DischargeSummary-example-04"))
+    assert [(p.name, p.code, p.date) for p in discharge.procedures] == [
+        ("Placement of stent in coronary artery", "36969009", dt.date(2019, 5, 12)),
+        ("Coronary artery bypass grafting", "232717009", dt.date(2020, 7, 5)),
+    ]
+    assert [c.code for c in discharge.conditions] == ["440700005", "22298006"]
+    assert [(m.name, m.dosage) for m in discharge.medications] == [
+        ("Nitroglycerin 5 mg buccal tablet", "One tablet at once")
+    ]
+    assert len(discharge.observations) == 3
+    (shot,) = read(example_650("ImmunizationRecord-example-07")).immunizations
+    assert (shot.name, shot.code, shot.status, shot.date) == (
+        "COVID-19 antigen vaccine",
+        "1119305005",
+        "completed",
+        dt.date(2021, 2, 21),
+    )
+    (document,) = read(example_650("HealthDocumentRecord-example-01")).attachments
+    assert (document.source, document.content_type, document.title) == (
+        "DocumentReference",
+        "application/pdf",
+        "Laboratory report",
+    )
+    pdf = document.data()
+    assert pdf is not None and pdf.startswith(b"%PDF-") and len(pdf) == document.size
+
+
+def test_wellness_6_5_0() -> None:
+    record = read(example_650("WellnessRecord-example-01"))
+    assert len(record.observations) == 19
+    by_code = {o.code: o for o in record.observations}
+    assert (by_code["8867-4"].name, by_code["8867-4"].value, by_code["8867-4"].unit) == (
+        "Heart rate",
+        44,
+        "beats/minute",
+    )
+    assert (by_code["61008-9"].value, by_code["61008-9"].unit) == (36.5, "Cel")
+
+
+def test_invoice_6_5_0_line_items() -> None:
+    """Each line: the ChargeItem's product (a Medication), its quantity, and the line's base price."""
+    record = read(example_650("InvoiceRecord-example-01"))
+    assert [(i.sequence, i.name, i.code, i.quantity, i.unit, i.price, i.currency) for i in record.invoice_lines] == [
+        (1, "Paracetamol 1 g oral tablet", "1172863005", 1, "Tablet", 80, "INR"),
+        (2, "Sulfalene 2 g oral tablet", "324409009", 10, "Tablet", 120, "INR"),
+        (3, "Aspirin 650 mg gastro-resistant oral tablet", "765676008", 15, "Tablet", 30, "INR"),
+        (4, "Carbomer-980 2 mg/g eye gel", "330814003", 1, "Eye Gel", 350, "INR"),
+    ]
+    assert repr(record).endswith("attachments=0, invoice_lines=4)")
+    assert repr(record.invoice_lines[0]) == "InvoiceLine()"
+
+
+def test_invoice_lines_without_a_charge_item_or_a_base_price() -> None:
+    invoice = {
+        "resourceType": "Invoice",
+        "lineItem": [
+            {"sequence": 1, "chargeItemCodeableConcept": {"text": "Consultation"}},
+            {"sequence": "x", "chargeItemReference": {"reference": "ChargeItem/none"}, "priceComponent": [{}]},
+            {
+                "chargeItemReference": {"reference": "urn:uuid:00000001-0000-0000-0000-000000000000"},
+                "priceComponent": [
+                    {"type": "tax", "amount": {"value": 5}},
+                    {"type": "base", "amount": {"value": "9.5"}},
+                ],
+            },
+            "not a line",
+        ],
+    }
+    charge = {"resourceType": "ChargeItem", "productCodeableConcept": {"coding": [{"code": "P1"}]}, "quantity": 3}
+    record = read(bundle(invoice, charge))
+    assert [(i.sequence, i.name, i.code, i.quantity, i.price) for i in record.invoice_lines] == [
+        (1, "Consultation", None, None, None),
+        (None, None, None, None, None),
+        (None, "P1", "P1", None, 9.5),
+    ]
