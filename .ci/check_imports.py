@@ -55,7 +55,19 @@ ROOT = "__init__"
 LAYERS: list[tuple[str, list[str]]] = [
     (
         "foundation",
-        ["_version", "_constants", "_json", "_tasks", "_progress", "_routes", "_limits", "errors", "_logging"],
+        [
+            "_version",
+            "_constants",
+            "_json",
+            "_tasks",
+            "_progress",
+            "_routes",
+            "_limits",
+            "errors",
+            "_logging",
+            # OpenTelemetry (an optional extra, imported lazily): the only module importing it
+            "_telemetry",
+        ],
     ),
     (
         "input checks",

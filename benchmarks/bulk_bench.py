@@ -24,6 +24,12 @@ Four parts, each printed as medians over ``--repeats`` with the spread (min-max)
   every smart report read: since the models are decoded whole, this differs from ``many`` only by the reads);
   ``direct`` (``describe`` called from ``concurrency`` tasks). Ratios are taken per repeat
   (each run beside the raw run next to it), then the median.
+* **telemetry**: OpenTelemetry's cost (issue 45). ``describe`` through the stub session with ``telemetry=False``
+  beside ``telemetry=None`` with the API installed and no SDK configured (the default of an application that
+  does not use OpenTelemetry: the difference is the client's overhead per request, target <= 2 us); then
+  ``describe_many`` against the real server with telemetry off beside an SDK recording every span and metric
+  (no exporter: a ``TracerProvider`` without processor, a ``MeterProvider`` with a reader never collected),
+  handed in the way the tests do (no global provider is set). Target: >= 0.90 of the throughput without.
 * **memory**: RSS growth of ``describe_many`` over many ids from an async generator.
 * **ladder** (``--ladder``): the client's CPU per request layer by layer at concurrency 64, from the raw loop
   through the raw loop with prebuilt URLs and the session's aiohttp arguments, ``Session.request`` alone and
@@ -248,8 +254,10 @@ def _session_describe(session: Any, i: int) -> Awaitable[Any]:
     )
 
 
-async def _stub_ours(http: StubHttp, n: int, what: str) -> float:
-    async with ha.HealthClient(base_url="http://127.0.0.1:9", token="bench-token", user_id="oid-1") as client:
+async def _stub_ours(http: StubHttp, n: int, what: str, telemetry: bool | None = False) -> float:
+    async with ha.HealthClient(
+        base_url="http://127.0.0.1:9", token="bench-token", user_id="oid-1", telemetry=telemetry
+    ) as client:
         session = client._session
         if session._http is not None:
             await session._http.close()
@@ -362,12 +370,16 @@ def _read_report(document: ha.Document) -> None:
         _ = (item.name, item.value, item.unit, item.svc_id, item.coordinates)
 
 
-def _client(url: str, concurrency: int) -> ha.HealthClient:
-    return ha.HealthClient(base_url=url, token="bench-token", user_id="oid-1", max_connections=concurrency)
+def _client(url: str, concurrency: int, telemetry: bool | None = False) -> ha.HealthClient:
+    return ha.HealthClient(
+        base_url=url, token="bench-token", user_id="oid-1", max_connections=concurrency, telemetry=telemetry
+    )
 
 
-async def ours_many(url: str, n: int, concurrency: int, *, read_report: bool = False) -> tuple[float, float]:
-    async with _client(url, concurrency) as client:
+async def ours_many(
+    url: str, n: int, concurrency: int, *, read_report: bool = False, telemetry: bool | None = False
+) -> tuple[float, float]:
+    async with _client(url, concurrency, telemetry) as client:
         started, cpu = time.perf_counter(), time.process_time()
         count = 0
         async for r in client.documents.describe_many((f"doc-{i}" for i in range(n)), concurrency=concurrency):
@@ -475,6 +487,66 @@ def bench_throughput(
 # ----------------------------------------------------------------------------- memory
 
 
+def bench_telemetry(url: str, repeats: int, per_run: int, concurrency: int = 64) -> dict[str, Any]:
+    """OpenTelemetry's cost: the no-SDK overhead per request (stub session), and bulk describe's throughput with an
+    SDK recording (real server), each beside its baseline in the same run, interleaved; medians (see the module's
+    documentation)."""
+    from health_async import _telemetry
+
+    if not _telemetry.available():
+        print("\ntelemetry: opentelemetry-api not installed (pip install -e '.[otel]'): skipped")
+        return {}
+    http = StubHttp(seven_item_body())
+    n = 4000
+    stub: dict[str, list[float]] = {"off": [], "api_no_sdk": []}
+
+    async def stub_round() -> None:
+        stub["off"].append(await _stub_ours(http, n, "describe", False))
+        stub["api_no_sdk"].append(await _stub_ours(http, n, "describe", None))
+
+    asyncio.run(_stub_ours(http, 500, "describe", None))  # warm-up
+    for _ in range(max(repeats, 5)):
+        asyncio.run(stub_round())
+    overhead = [a - o for a, o in zip(stub["api_no_sdk"], stub["off"], strict=True)]
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer_provider, meter_provider = TracerProvider(), MeterProvider(metric_readers=[InMemoryMetricReader()])
+    plain_providers = _telemetry._global_providers
+    rates: dict[str, list[float]] = {"off": [], "sdk": []}
+    ratios: list[float] = []
+    try:
+        for _ in range(repeats):
+            off, _cpu = asyncio.run(ours_many(url, per_run, concurrency, telemetry=False))
+            _telemetry._global_providers = lambda: (tracer_provider, meter_provider)  # type: ignore[assignment]
+            try:
+                sdk, _cpu = asyncio.run(ours_many(url, per_run, concurrency, telemetry=True))
+            finally:
+                _telemetry._global_providers = plain_providers  # type: ignore[assignment]
+            rates["off"].append(off)
+            rates["sdk"].append(sdk)
+            ratios.append(sdk / off)
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    result = {
+        "no_sdk_us": {name: spread(v) for name, v in stub.items()},
+        "no_sdk_overhead_us": spread(overhead),
+        "bulk_rps": {name: spread(v) for name, v in rates.items()},
+        "bulk_sdk_over_off": spread(ratios),
+    }
+    print("\ntelemetry (issue 45):")
+    print(f"  describe, stub session, us of CPU: off {fmt(result['no_sdk_us']['off'])}")
+    print(f"    API installed, no SDK: {fmt(result['no_sdk_us']['api_no_sdk'])}")
+    print(f"    overhead without an SDK: {fmt(result['no_sdk_overhead_us'])} us a request (target <= 2)")
+    print(f"  describe_many at concurrency {concurrency}, requests/s: off {fmt(result['bulk_rps']['off'], 0)}")
+    print(f"    SDK recording: {fmt(result['bulk_rps']['sdk'], 0)}")
+    print(f"    with / without: {fmt(result['bulk_sdk_over_off'], 3)} (target >= 0.90)")
+    return result
+
+
 def rss_mb() -> float:
     """Current resident set size (Linux ``/proc``; the peak-RSS counter would remember earlier phases)."""
     with open("/proc/self/statm") as fh:
@@ -532,7 +604,9 @@ def main() -> None:
     parser.add_argument(
         "--ladder", action="store_true", help="also the CPU per request layer by layer, raw loop to describe_many"
     )
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: convert,session,throughput,memory")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated parts to skip: convert,session,throughput,telemetry,memory"
+    )
     args = parser.parse_args()
     repeats = args.repeats or (3 if args.quick else 5)
     per_run = 2000 if args.quick else 4000
@@ -567,7 +641,7 @@ def main() -> None:
             print(f"  {name:14} {fmt(s)}")
         print(f"  session cost   {fmt(session['session_cost_us'])}  (request - raw)")
 
-    if args.ladder or not {"throughput", "memory"} <= skip:
+    if args.ladder or not {"throughput", "telemetry", "memory"} <= skip:
         server, url = start_describe_server(core=SERVER_CORE, use_uvloop=True)
         try:
             import uvloop  # noqa: F401
@@ -579,6 +653,8 @@ def main() -> None:
         try:
             if "throughput" not in skip:
                 result["throughput"] = bench_throughput(url, loops, concurrencies, repeats, per_run)
+            if "telemetry" not in skip:
+                result["telemetry"] = bench_telemetry(url, repeats, per_run)
             if args.ladder:
                 result["ladder"] = bench_ladder(url, max(repeats, 7), per_run * 2)
             if "memory" not in skip:

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ._limits import Slots
 from ._logging import logger
+from ._telemetry import bulk_span
 from .errors import ClientClosedError, HealthError, InvalidArgumentType, InvalidRequest
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ def run_pool(
     total: int | None = None,
     drain: bool = False,
     what: str = "items",
+    name: str = "bulk",
 ) -> BulkStream[Any]:
     """``wrap(item, result, error)`` for every item of ``items``, ``call`` running ``concurrency`` at a time.
 
@@ -184,7 +186,8 @@ def run_pool(
     Checked at once, before anything is sent: a closed client raises :class:`ClientClosedError`, a single
     ``str``/``bytes``/path where many are expected raises ``TypeError``. ``concurrency`` is capped by the client's
     ``max_connections`` and by the input's length when known: more workers would only wait. ``drain`` (uploads)
-    lets the calls already running finish when the consumer leaves early (see :class:`BulkStream`).
+    lets the calls already running finish when the consumer leaves early (see :class:`BulkStream`). ``name``
+    names the run in telemetry (``describe_many``, ``upload_many``, ``ingest``): one span, its items counted.
     """
     if not isinstance(concurrency, int) or isinstance(concurrency, bool):
         raise InvalidArgumentType(f"concurrency must be an int, not {type(concurrency).__name__}")
@@ -197,7 +200,7 @@ def run_pool(
         total = known_length(items)
     concurrency = min(concurrency, session.config.max_connections, max(1, total) if total is not None else concurrency)
     left_behind: list[Any] = []
-    results = _pool(session, items, call, wrap, concurrency, ordered, progress, total, drain, left_behind)
+    results = _pool(session, items, call, wrap, concurrency, ordered, progress, total, drain, left_behind, name)
     return BulkStream(results, left_behind)
 
 
@@ -212,6 +215,7 @@ async def _pool(
     total: int | None,
     drain: bool,
     left_behind: list[Any],
+    name: str,
 ) -> AsyncGenerator[Any, None]:
     # The hot path (per item) avoids asyncio's general-purpose primitives; see the module docstring.
     loop = asyncio.get_running_loop()
@@ -285,9 +289,17 @@ async def _pool(
         finally:
             push(_DONE)
 
-    workers = [session.spawn(worker()) for _ in range(concurrency)]
+    telemetry = session.telemetry
+    run = None if telemetry is None else bulk_span(telemetry, name)
+    if run is None or not run.on:
+        workers = [session.spawn(worker()) for _ in range(concurrency)]
+    else:
+        with run.workers():  # the run's span current while they are made: their calls are its children
+            workers = [session.spawn(worker()) for _ in range(concurrency)]
+    counting = progress is not None or (run is not None and run.on)
     running = len(workers)
     done = failed = 0
+    error: BaseException | None = None
     pending: dict[int, Any] = {}
     next_index = 0
     try:
@@ -313,16 +325,23 @@ async def _pool(
                 if type(value) is CoroutineType:
                     value = await value
                 done += 1
-                if progress is not None:
+                if counting:
                     failed += not value.ok
-                    progress(done, failed, total)
+                    if progress is not None:
+                        progress(done, failed, total)
                 window.leave()
                 yield value
                 if not ordered or next_index not in pending:
                     break
                 entry = pending.pop(next_index)
                 next_index += 1
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
+        if run is not None:
+            run.ok, run.failed = done - failed, failed
+            run.end(None if isinstance(error, GeneratorExit) else error)
         stopping = True
         wakeup = None
         finishing = [task for task in workers if task in calling] if drain else []

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from . import _constants as C
+from . import _telemetry
 from ._auth import ClientCredentials, TokenProvider, make_auth
 from ._config import check_header_value, check_rate, check_seconds, normalize_base_url, optional_header_value
 from ._limits import SharedLimiter
@@ -66,6 +67,13 @@ class HealthClient:
             the CLI. Ignored with a caller-owned ``session`` (set ``trust_env`` on it).
         limiter: a :class:`SharedLimiter` shared with other clients (other processes, Ray actors): one
             account-wide rate and ``Retry-After`` pause, asked before every request besides this client's own.
+        telemetry: OpenTelemetry traces and metrics (the ``otel`` extra; see the telemetry guide). ``None``
+            (default): on when ``opentelemetry-api`` is installed, as natively instrumented libraries do: the API
+            records nothing until the application configures an SDK, and until then the client skips building
+            spans altogether (a type check per call). ``False``: off, nothing is asked of OpenTelemetry.
+            ``True``: on, and :class:`InvalidRequest` when ``opentelemetry-api`` is not installed. The global
+            tracer and meter providers are used. No id, address, number, token, file name, body or query string
+            is ever recorded: operation names, route templates, statuses, error class names and durations only.
     """
 
     def __init__(
@@ -94,6 +102,7 @@ class HealthClient:
         limiter: SharedLimiter | None = None,
         proxy: str | None = None,
         trust_env: bool = False,
+        telemetry: bool | None = None,
     ) -> None:
         setup_from_env()
         auth_impl = make_auth(token, token_provider, auth)
@@ -148,7 +157,7 @@ class HealthClient:
             proxy=proxy,
             trust_env=bool(trust_env),
         )
-        self._session = Session(config, auth_impl, session)
+        self._session = Session(config, auth_impl, session, _telemetry.resolve(telemetry))
 
     @classmethod
     def from_env(cls, **overrides: Any) -> HealthClient:

@@ -33,6 +33,7 @@ from ._limits import Limits, Overdue, within
 from ._logging import logger
 from ._retry import RetryPolicy, retry_reason
 from ._tasks import keep
+from ._telemetry import template_of
 from ._version import __version__
 from .errors import (
     ApiError,
@@ -52,6 +53,7 @@ from .errors import (
 if TYPE_CHECKING:
     from ._auth import Auth
     from ._limits import SharedLimiter
+    from ._telemetry import Call, Telemetry
     from .jwe import JweKey
 
 __all__ = ["ClientConfig", "Session"]
@@ -86,8 +88,16 @@ class ClientConfig:
 class Session:
     """Owns (or borrows) the aiohttp session; sends requests; maps failures. One per ``HealthClient``."""
 
-    def __init__(self, config: ClientConfig, auth: Auth, http: aiohttp.ClientSession | None = None) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        auth: Auth,
+        http: aiohttp.ClientSession | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
         self.config = config
+        #: OpenTelemetry's instruments (``None``: off or not installed); see :mod:`health_async._telemetry`.
+        self.telemetry = telemetry
         self.auth = auth
         self._http = http
         self._owns_http = http is None
@@ -241,6 +251,7 @@ class Session:
         decode: Callable[[bytes], Any] | None = None,
         receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[Any]] | None = None,
         restart: Callable[[], bool] | None = None,
+        call: Call | None = None,
     ) -> Any:
         """Send one logical request (with retries) and return the decoded JSON of the success response.
 
@@ -268,7 +279,18 @@ class Session:
         way (:meth:`_attempt`, :meth:`_conclude`, :meth:`_retry`), which the plain way hands over to with what it
         already has: nothing is sent twice. At bulk rates the plain way is about a tenth of a describe's CPU
         cheaper (``benchmarks/bulk_bench.py --ladder``).
+
+        Telemetry: when the client's :class:`~health_async._telemetry.Telemetry` is live (an OpenTelemetry SDK is
+        configured), the call is recorded as a :class:`~health_async._telemetry.Call` (``call``, made by
+        :meth:`_recorded`, which calls this again with it) and takes the general way, where each attempt, wait
+        and retry is recorded. Without an SDK this costs one attribute test and a type check per call.
         """
+        telemetry = self.telemetry
+        if telemetry is not None and call is None and telemetry.live():
+            return await self._recorded(
+                telemetry, method, path, operation, route, params, headers, json, body, idempotent, encrypt, retry,
+                timeout, url, decode, receive, restart,
+            )  # fmt: skip
         if self._closed:
             raise ClientClosedError("the HealthClient is closed; create a new one")
         if self._loop is not asyncio.get_running_loop():
@@ -289,6 +311,7 @@ class Session:
             and timeout is NOT_GIVEN
             and limits.free_at <= started
             and not http.closed
+            and call is None
             and limits.enter()
         ):
             # The plain way: the general way's first attempt, less what this call does not need (see above). The
@@ -334,11 +357,50 @@ class Session:
             method, self._url(path) if url is None else url, route, path, operation, params, headers, json, body,
             idempotent, encrypt, url is not None, retry, timeout, started, decode, receive,
         )  # fmt: skip
+        if call is not None:
+            req.call = call
+            req.template = template_of(route, path) if url is None else route
         try:
             return await self._attempt(req, 1)
         except HealthError as exc:
             failure = exc
         return await self._retry(req, failure, restart)
+
+    async def _recorded(
+        self,
+        telemetry: Telemetry,
+        method: str,
+        path: str,
+        operation: str,
+        route: str | None,
+        params: list[tuple[str, str]] | None,
+        headers: Mapping[str, str] | None,
+        json: Any,
+        body: StreamBody | Callable[[], StreamBody] | None,
+        idempotent: bool,
+        encrypt: bool,
+        retry: RetryPolicy | NotGiven,
+        timeout: float | NotGiven | None,
+        url: URL | None,
+        decode: Callable[[bytes], Any] | None,
+        receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[Any]] | None,
+        restart: Callable[[], bool] | None,
+    ) -> Any:
+        """:meth:`request`, recorded: the operation's span around it (current while it runs), ended with the error
+        that leaves, if any."""
+        call = telemetry.call(operation)
+        error: BaseException | None = None
+        try:
+            return await self.request(
+                method, path, operation=operation, route=route, params=params, headers=headers, json=json,
+                body=body, idempotent=idempotent, encrypt=encrypt, retry=retry, timeout=timeout, url=url,
+                decode=decode, receive=receive, restart=restart, call=call,
+            )  # fmt: skip
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            call.end(error)
 
     def _request_of(
         self,
@@ -426,6 +488,8 @@ class Session:
 
         def before_sleep(state: tenacity.RetryCallState) -> None:
             assert state.outcome is not None
+            if req.call is not None:
+                req.call.retrying(state.outcome.exception(), state.upcoming_sleep, state.attempt_number)
             logger.info(
                 "retrying %s %s in %.2fs after attempt %d: %s",
                 req.method,
@@ -503,20 +567,39 @@ class Session:
         # is checked against the pause and charged to the rate (see Limits), so requests that waited for a
         # connection are held back by a pause that began meanwhile. A request to a paused storage host waits
         # before it takes a slot: it holds none, and never blocks the API.
+        call = req.call
         if origin is not None and limits.paused_for(origin) > 0:
             req.first_timeout = None
+            waiting = time.monotonic()
             await self._admit(limits, req, pause_only=True)
+            if call is not None:
+                call.waited("retry_after", time.monotonic() - waiting)
         if not limits.enter():
             req.first_timeout = None  # time passes while waiting for a slot: compute what is left
+            waiting = time.monotonic()
             await self._within(req, limits.wait_slot(), "a connection slot (max_connections)")
+            if call is not None:
+                call.waited("connection_slot", time.monotonic() - waiting)
         try:  # the slot, taken just above
             if limits.must_wait if origin is None else limits.must_wait_for(origin):
                 req.first_timeout = None
-                req.rated = await self._admit(limits, req)
+                if call is None:
+                    req.rated = await self._admit(limits, req)
+                else:
+                    req.rated = await self._admit_recorded(limits, req, call)
             left = True  # for the rate: whether the request may have reached the service
             try:  # the rate charge and the shared admission, taken just above (when req.rated)
                 begun = time.monotonic()
-                status, headers, raw = await self._send(http, req, token, body)
+                if call is None:
+                    status, headers, raw = await self._send(http, req, token, body)
+                else:
+                    call.begin_attempt(req.method, req.url, req.template)
+                    try:
+                        status, headers, raw = await self._send(http, req, token, body)
+                    except BaseException as exc:
+                        call.end_attempt(None, _public(exc) if isinstance(exc, _Overdue) else exc)
+                        raise
+                    call.end_attempt(status)
             except BaseException as exc:
                 left = _may_have_left(exc)
                 raise
@@ -631,6 +714,23 @@ class Session:
                 "time budget (timeout, RetryPolicy deadline or retry_after_cap)",
                 sent=False,
             ) from None
+
+    async def _admit_recorded(self, limits: Limits, req: _Request, call: Call) -> bool:
+        """:meth:`_admit`, its waits recorded: the ``Retry-After`` pause first (``retry_after``), then the rates
+        (``rate_limit``: the client's own, ``shared_limit``: the shared limiter, asked after it); a pause that begins
+        while waiting for them counts as theirs. Waits under a millisecond are not worth an event."""
+        waiting = time.monotonic()
+        if limits.paused_for(req.origin) > 0:
+            await self._admit(limits, req, pause_only=True)
+            paused = time.monotonic()
+            call.waited("retry_after", paused - waiting)
+            waiting = paused
+        rated = await self._admit(limits, req)
+        waited = time.monotonic() - waiting
+        if waited >= 0.001:
+            shared = limits.shared is not None and req.origin is None
+            call.waited("rate_limit" if limits.rate is not None or not shared else "shared_limit", waited)
+        return rated
 
     def _attempt_timeout(self, req: _Request) -> aiohttp.ClientTimeout:
         """This attempt's aiohttp timeout: what is left of the call's budget, with the connect timeout kept and
@@ -866,6 +966,7 @@ class _Request:
 
     __slots__ = (
         "body",
+        "call",
         "deadline",
         "decode",
         "encrypt",
@@ -884,6 +985,7 @@ class _Request:
         "received",
         "route",
         "started",
+        "template",
         "url",
     )
 
@@ -932,6 +1034,10 @@ class _Request:
         #: The receiver of a 200's streamed body, or None (see :meth:`Session.request`); what it returned.
         self.receive: Callable[[aiohttp.ClientResponse, _Request], Awaitable[Any]] | None = None
         self.received: Any = None
+        #: The call's telemetry (see :meth:`Session._recorded`), or None; the route template as given (None when
+        #: the caller gave none: the path is then never recorded, it may hold ids).
+        self.call: Call | None = None
+        self.template: str | None = None
 
 
 #: Bytes above which a JSON body is handed to aiohttp as a file-like object (aiohttp's own warning threshold).

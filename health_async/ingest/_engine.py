@@ -140,7 +140,7 @@ def _processed(client: HealthClient, spec: JobSpec, items: AsyncIterator[WorkIte
     ``spec.concurrency`` workers owned by the client, at most ``2 * concurrency`` results waiting unread)."""
     return run_pool(
         client._session, items, _caller(client, spec), _unwrap, concurrency=spec.concurrency, ordered=False,
-        what="items",
+        what="items", name="ingest",
     )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from .. import _telemetry
 from .._progress import Progress
 from ..errors import InvalidRequest, redacted
 from ..resources.records.documents import task_params
@@ -425,8 +426,12 @@ class IngestJob:
         if self._running:
             raise RuntimeError("this IngestJob is already running")
         self._running = True
+        # one span around the run (telemetry: the client's when given, else on when OpenTelemetry is installed)
+        telemetry = self._client._session.telemetry if self._client is not None else _telemetry.default()
         try:
-            return await self._run()
+            attributes = {"health_async.operation": "ingest", "health_async.ingest.op": self.op}
+            with _telemetry.span(telemetry, "ingest", attributes):
+                return await self._run()
         finally:
             self._running = False
 

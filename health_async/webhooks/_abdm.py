@@ -16,6 +16,7 @@ from aiohttp import web
 
 from .._logging import logger
 from .._tasks import keep, settle
+from .._telemetry import webhook_delivery
 from ..errors import HealthError, InvalidArgumentType, InvalidRequest, OutcomeUnknown
 from ..models.abdm._events import ProfileShare
 from ..models.abdm._hospital import HealthDataRequest
@@ -38,6 +39,7 @@ from ._receiving import (
     _bounded,
     _check_bound,
     _claim_key,
+    _delivered,
     _from_aiohttp,
     _Incoming,
     _new_token,
@@ -146,8 +148,11 @@ class _AbdmReceiver:
         return len(self._tasks)
 
     async def _respond(self, incoming: _Incoming) -> _Answer:
-        """Answer one webhook request (see :func:`abdm_handler`)."""
-        accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store)
+        """Answer one webhook request (see :func:`abdm_handler`), recorded (telemetry: ``_delivered``)."""
+        return await _delivered("abdm", lambda delivery: self._answer_delivery(incoming, delivery))
+
+    async def _answer_delivery(self, incoming: _Incoming, delivery: webhook_delivery) -> _Answer:
+        accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store, delivery)
         if isinstance(accepted, _Answer):
             return accepted
         event, key, token = accepted

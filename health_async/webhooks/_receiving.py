@@ -14,6 +14,7 @@ import attrs
 from aiohttp import web
 
 from .._logging import logger
+from .._telemetry import webhook_delivery
 from ..errors import InvalidRequest, WebhookSignatureError
 from ..models.webhooks._events import EventKind, WebhookEvent
 from ._seen import Claim, SeenStore
@@ -66,15 +67,22 @@ class _Answer:
     text: str
     headers: tuple[tuple[str, str], ...] = ()
     close: bool = False
+    #: For telemetry: ``accepted``, ``duplicate``, ``in_progress``, ``refused`` or ``failed`` (a 500: redelivered),
+    #: and a refusal's or failure's reason (a name chosen here, never a value).
+    outcome: str = "accepted"
+    reason: str | None = None
 
 
-_METHOD_NOT_ALLOWED: Final = _Answer(405, "method not allowed", (("Allow", "POST"),))
+_METHOD_NOT_ALLOWED: Final = _Answer(
+    405, "method not allowed", (("Allow", "POST"),), outcome="refused", reason="method_not_allowed"
+)
 
 
-_TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True)  # do not drain the rest of a huge body
+# close: do not drain the rest of a huge body
+_TOO_LARGE: Final = _Answer(413, "webhook body too large", close=True, outcome="refused", reason="too_large")
 
 
-_CLOSED: Final = _Answer(503, "webhook receiver closed")
+_CLOSED: Final = _Answer(503, "webhook receiver closed", outcome="refused", reason="closed")
 
 
 #: Seconds a sender is asked to wait (``Retry-After``) before delivering again a webhook still being processed.
@@ -84,7 +92,10 @@ _RETRY_IN_PROGRESS: Final = 5
 #: The answer to a delivery of a webhook whose first delivery is still being processed: retryable, as the first may
 #: yet fail and release its key (a 200 "duplicate" would then have lost it).
 _IN_PROGRESS: Final = _Answer(
-    503, "webhook already being processed, retry later", (("Retry-After", str(_RETRY_IN_PROGRESS)),)
+    503,
+    "webhook already being processed, retry later",
+    (("Retry-After", str(_RETRY_IN_PROGRESS)),),
+    outcome="in_progress",
 )
 
 
@@ -97,7 +108,12 @@ class _Refused(Exception):
 
 
 async def _accept(
-    incoming: _Incoming, keys: tuple[bytes, ...], tolerance: float, max_body_size: int, store: SeenStore
+    incoming: _Incoming,
+    keys: tuple[bytes, ...],
+    tolerance: float,
+    max_body_size: int,
+    store: SeenStore,
+    delivery: webhook_delivery | None = None,
 ) -> tuple[WebhookEvent, str, str] | _Answer:
     """The verified, first-seen event of the request, its replay key and the token of its claim, or the answer
     that refuses it (405, 413, 400, a 500 when the seen store fails, a 200 for a replay of a webhook processed, a
@@ -116,19 +132,21 @@ async def _accept(
         event, key, signed = _verify(body, incoming.signature, keys, tolerance, None)
     except WebhookSignatureError as exc:
         logger.warning("%s", exc)
-        return _Answer(400, "webhook refused")
+        return _Answer(400, "webhook refused", outcome="refused", reason="signature")
+    if delivery is not None:
+        delivery.kind = _safe_kind(event)
     token = _new_token()
     try:
         claim = await _claim_key(store, key, signed + tolerance, token)
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-        return _Answer(500, "webhook replay check failed")
+        return _Answer(500, "webhook replay check failed", outcome="failed", reason="seen_store")
     if claim is Claim.IN_PROGRESS:
         logger.warning("webhook replay of %s answered 503: its first delivery still runs", _safe_event_name(event))
         return _IN_PROGRESS
     if claim is not Claim.NEW:
         logger.warning("webhook replay of %s ignored: already accepted", _safe_event_name(event))
-        return _Answer(200, "duplicate webhook ignored")
+        return _Answer(200, "duplicate webhook ignored", outcome="duplicate")
     return event, key, token
 
 
@@ -166,7 +184,7 @@ async def _run(
         return refused.answer
     except Exception as exc:
         logger.error("webhook callback for %s failed: %s", _safe_event_name(event), type(exc).__name__)
-        return _Answer(500, "webhook callback failed")
+        return _Answer(500, "webhook callback failed", outcome="failed", reason="callback")
     finally:
         if not done:
             await _forget(store, key, token)
@@ -247,6 +265,26 @@ async def _bounded(call: Awaitable[T], bound: float, name: str, event: WebhookEv
                 bound,
             )
         raise
+
+
+async def _delivered(receiver: str, respond: Callable[[webhook_delivery], Awaitable[_Answer]]) -> _Answer:
+    """``respond(delivery)``'s answer, the delivery recorded (telemetry: a SERVER span and the deliveries counter,
+    with the event kind once verified, the outcome and the reason; nothing of the body). A cancellation is recorded
+    as ``failed`` with the reason ``cancelled``, and propagates."""
+    delivery = webhook_delivery(receiver)
+    try:
+        answer = await respond(delivery)
+    except BaseException as exc:
+        delivery.end(None, "failed", "cancelled" if isinstance(exc, asyncio.CancelledError) else "error")
+        raise
+    delivery.end(answer.status, answer.outcome, answer.reason)
+    return answer
+
+
+def _safe_kind(event: WebhookEvent) -> str:
+    """The event kind for telemetry: a documented kind's name, else ``unknown`` (never the sender's text)."""
+    kind = event.kind
+    return kind.value if kind is not EventKind.UNKNOWN else "unknown"
 
 
 def _safe_event_name(event: WebhookEvent) -> str:

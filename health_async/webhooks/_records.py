@@ -6,8 +6,18 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
+from .._telemetry import webhook_delivery
 from ..errors import InvalidRequest
-from ._receiving import DEFAULT_MAX_BODY_SIZE, WebhookCallback, _accept, _Answer, _from_aiohttp, _run, _to_aiohttp
+from ._receiving import (
+    DEFAULT_MAX_BODY_SIZE,
+    WebhookCallback,
+    _accept,
+    _Answer,
+    _delivered,
+    _from_aiohttp,
+    _run,
+    _to_aiohttp,
+)
 from ._seen import InMemorySeenStore, SeenStore, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 
@@ -73,16 +83,19 @@ def aiohttp_handler(
         raise InvalidRequest("callback must be an async function taking the WebhookEvent")
     store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=3)
 
-    async def handle(request: web.Request) -> web.Response:
-        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store)
+    async def respond(request: web.Request, delivery: webhook_delivery) -> _Answer:
+        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store, delivery)
         if isinstance(accepted, _Answer):
-            return _to_aiohttp(accepted)
+            return accepted
         event, key, token = accepted
 
         async def run() -> str:
             await callback(event)
             return "ok"
 
-        return _to_aiohttp(await _run(store, key, token, event, run))
+        return await _run(store, key, token, event, run)
+
+    async def handle(request: web.Request) -> web.Response:
+        return _to_aiohttp(await _delivered("records", lambda delivery: respond(request, delivery)))
 
     return handle

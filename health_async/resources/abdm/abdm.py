@@ -32,6 +32,7 @@ from ..._logging import logger
 from ..._mobile import normalize_mobile
 from ..._retry import RetryPolicy, retry_reason
 from ..._session import json_body
+from ..._telemetry import span
 from ..._wire import structure_many
 from ...abdm_crypto import KeyMaterial, checksum
 from ...errors import BundleInvalid, HealthError, InvalidArgumentType, InvalidRequest
@@ -412,8 +413,13 @@ class Abdm(DiscoverMixin, RequestsMixin, HiuMixin, UserLinkingMixin, AbdmBase):
             return await request_refusal(request, consents, moment, received), moment
 
         pushed: list[str] = []
+        telemetry = self._session.telemetry
         for page, cid in enumerate(order, start=1):
-            stopped = await self._push_page(request, page, len(order), cid, plain[cid], guard, retry, timeout)
+            # telemetry: a span per page, its number and the count only (never a care context or transaction id)
+            attributes = {"health_async.operation": "abdm.push_health_data", "health_async.page": page,
+                          "health_async.page_count": len(order)}  # fmt: skip
+            with span(telemetry, "abdm.push_health_data.page", attributes):
+                stopped = await self._push_page(request, page, len(order), cid, plain[cid], guard, retry, timeout)
             if stopped is not None:  # this page and every later one: the request's own rules broke
                 refused.update(dict.fromkeys(order[page - 1 :], stopped))
                 break
