@@ -520,18 +520,18 @@ def bench_telemetry(url: str, repeats: int, per_run: int, concurrency: int = 64)
     try:
         for _ in range(repeats):
             off, _cpu = asyncio.run(ours_many(url, per_run, concurrency, telemetry=False))
-            _telemetry._global_providers = lambda: (tracer_provider, meter_provider)  # type: ignore[assignment]
+            _telemetry._global_providers = lambda: (tracer_provider, meter_provider)
             try:
                 sdk, _cpu = asyncio.run(ours_many(url, per_run, concurrency, telemetry=True))
             finally:
-                _telemetry._global_providers = plain_providers  # type: ignore[assignment]
+                _telemetry._global_providers = plain_providers
             rates["off"].append(off)
             rates["sdk"].append(sdk)
             ratios.append(sdk / off)
     finally:
         tracer_provider.shutdown()
         meter_provider.shutdown()
-    result = {
+    result: dict[str, Any] = {
         "no_sdk_us": {name: spread(v) for name, v in stub.items()},
         "no_sdk_overhead_us": spread(overhead),
         "bulk_rps": {name: spread(v) for name, v in rates.items()},
