@@ -1,10 +1,15 @@
 """The builders: one function per ABDM record type, from typed inputs (``_build_inputs.py``) to the FHIR R4
 ``document`` Bundle as it must be sent (a dict; :func:`bundle_bytes` gives its JSON).
 
+The guide written is NRCeS's "FHIR Implementation Guide for ABDM" 6.5.0 (:data:`GUIDE_VERSION`): its profiles'
+fixed values, section slices and cardinalities, with the guide's 6.5.0 examples as the model of each shape.
+
 What every bundle has: the Composition first; ``urn:uuid:`` full URLs and references; the guide's ``meta.profile``
-on every resource (``DocumentBundle`` on the Bundle); the record's SNOMED CT Composition type and the section codes
-the guide lists (``_rules.py``, the declarations :func:`~health_async.fhir.validate` checks); an identifier and a
-timestamp with India's offset (+05:30).
+on every resource (``DocumentBundle`` on the Bundle; a wellness Observation carries ``Observation`` and its
+section's profile, as the guide's examples do); the record's SNOMED CT Composition type and display and the section
+codes and displays the 6.5.0 profiles fix (the tables below); in the single-section records (prescription, lab and
+imaging report, immunization, invoice) each section entry names its resource type (``entry.type``, the slices'
+discriminator); an identifier and a timestamp with India's offset (+05:30).
 
 Deterministic: the same input gives the same bytes. Every id is ``uuid5(namespace, f"{care_context_id}/{role}/{i}")``
 (``role`` the resource's place, e.g. ``observation``, ``allergies``; ``i`` its index there), keys are written in a
@@ -29,7 +34,6 @@ from .. import _json
 from .._wire import epoch_datetime
 from ..models.records._documents import ReportItem, SmartReport
 from ..models.records._processing import ProcessingResult
-from . import _rules
 from ._build_inputs import (
     _ENCOUNTER_CLASSES,
     INTERPRETATIONS,
@@ -83,52 +87,67 @@ _HEALTH_ID: Final = "https://healthid.ndhm.gov.in"
 _DOCTOR_ID: Final = "https://doctor.ndhm.gov.in"
 _FACILITY_ID: Final = "https://facility.ndhm.gov.in"
 _RFC3986: Final = "urn:ietf:rfc:3986"
+_NDHM_CS: Final = "https://nrces.in/ndhm/fhir/r4/CodeSystem/"
+_NDHM_IDENTIFIER_TYPE: Final = _NDHM_CS + "ndhm-identifier-type-code"
 
-_COMPOSITION_CODES: Final = {c.record_type: c.code for c in _rules.COMPOSITION_TYPES}
-#: The Composition type and title of each record type (display as in the guide's examples). Judgement call: the
-#: DiagnosticReportRecord's type is not fixed by the profile (1..1); the guide's examples use 721981007
-#: "Diagnostic studies report", so it is used here. WellnessRecord's is text only, as in the guide's v6 example.
-_DOCUMENT: Final = {
-    RecordType.OP_CONSULT: ("Clinical consultation report", "Consultation Report"),
-    RecordType.PRESCRIPTION: ("Prescription record", "Prescription record"),
-    RecordType.DIAGNOSTIC_REPORT: ("Diagnostic studies report", "Diagnostic Report"),
-    RecordType.DISCHARGE_SUMMARY: ("Discharge summary", "Discharge Summary"),
-    RecordType.IMMUNIZATION: ("Immunization record", "Immunization record"),
-    RecordType.WELLNESS: (None, "Wellness Record"),
-    RecordType.HEALTH_DOCUMENT: ("Record artifact", "Health Document"),
-}
-_DIAGNOSTIC_REPORT_TYPE: Final = "721981007"
+#: The guide's version the builders write (the profiles below are read from its package, ``ndhm.in`` 6.5.0).
+GUIDE_VERSION: Final = "6.5.0"
 
-_SECTION_CODES: Final = {(s.record_type, s.name): s.code for s in _rules.SECTION_RULES}
-#: (title, display of the SNOMED CT code) of each named section, as in the guide's examples.
-_SECTION_TEXT: Final = {
-    "ChiefComplaints": ("Chief complaints", "Chief complaint section"),
-    "PhysicalExamination": ("Physical examination", "Physical examination section"),
-    "Allergies": ("Allergies", "Allergy record"),
-    "FamilyHistory": ("Family history", "Family history section"),
-    "InvestigationAdvice": ("Investigation Advice", "Order document"),
-    "Medications": ("Medications", "Medication summary document"),
-    "FollowUp": ("Follow Up", "Outpatient care plan"),
-    "Procedure": ("Procedure", "Clinical procedure report"),
-    "Investigations": ("Investigations", "Diagnostic studies report"),
-    "Procedures": ("Procedures", "History of past procedure section"),
-    "CarePlan": ("Care Plan", "Care plan"),
+#: The Composition type of each record type: (SNOMED CT code, its display fixed by the 6.5.0 profile, type.text).
+#: Judgement call: DiagnosticReportRecord's code is not fixed (1..1, bound to ndhm-diagnostic-report-type); the
+#: guide's examples use 721981007 "Diagnostic studies report", so it is used here. WellnessRecord and InvoiceRecord
+#: have no coding: their profiles fix ``type.text`` only ("Wellness Record", "Invoice Record").
+_DOCUMENT: Final[dict[RecordType, tuple[str | None, str | None, str]]] = {
+    RecordType.OP_CONSULT: ("371530004", "Clinical consultation report", "Clinical Consultation report"),
+    RecordType.PRESCRIPTION: ("440545006", "Prescription record", "Prescription record"),
+    RecordType.DIAGNOSTIC_REPORT: ("721981007", "Diagnostic studies report", "Diagnostic Report"),
+    RecordType.DISCHARGE_SUMMARY: ("373942005", "Discharge summary", "Discharge Summary"),
+    RecordType.IMMUNIZATION: ("41000179103", "Immunization record", "Immunization record"),
+    RecordType.WELLNESS: (None, None, "Wellness Record"),
+    RecordType.HEALTH_DOCUMENT: ("419891008", "Record artifact", "Record artifact"),
+    RecordType.INVOICE: (None, None, "Invoice Record"),
 }
-_OP_TEXT: Final = {
-    **_SECTION_TEXT,
-    "MedicalHistory": ("Medical History", "History and physical report"),
-    "DocumentReference": ("Document Reference", "Clinical consultation report"),
+#: The Composition's default title of each record type, as in the guide's examples.
+_TITLE: Final = {
+    RecordType.OP_CONSULT: "Consultation Report",
+    RecordType.PRESCRIPTION: "Prescription record",
+    RecordType.DIAGNOSTIC_REPORT: "Diagnostic Report",
+    RecordType.DISCHARGE_SUMMARY: "Discharge Summary",
+    RecordType.IMMUNIZATION: "Immunization record",
+    RecordType.WELLNESS: "Wellness Record",
+    RecordType.HEALTH_DOCUMENT: "Health Document",
+    RecordType.INVOICE: "Invoice Record",
 }
-_DS_TEXT: Final = {
-    **_SECTION_TEXT,
-    "MedicalHistory": ("Medical History", "Past medical history section"),
-    "Medications": ("Medications", "Medication history section"),
-    "DocumentReference": ("Document Reference", "Discharge summary"),
+
+#: The named sections of OPConsultRecord 6.5.0: (title as in the guide's examples, SNOMED CT code and display fixed
+#: by the profile's slice ``Composition.section:<name>``).
+_OP_SECTIONS: Final = {
+    "ChiefComplaints": ("Chief complaints", "422843007", "Chief complaint section"),
+    "PhysicalExamination": ("Physical examination", "425044008", "Physical exam section"),
+    "Allergies": ("Allergies", "722446000", "Allergy record"),
+    "MedicalHistory": ("Medical History", "371529009", "History and physical report"),
+    "FamilyHistory": ("Family history", "422432008", "Family history section"),
+    "InvestigationAdvice": ("Investigation Advice", "721963009", "Order document"),
+    "Medications": ("Medications", "721912009", "Medication summary document"),
+    "FollowUp": ("Follow Up", "390906007", "Follow-up encounter"),
+    "Procedure": ("Procedure", "371525003", "Clinical procedure report"),
+    "Referral": ("Referral", "306206005", "Referral to service"),
+    "OtherObservations": ("Other Observations", "404684003", "Clinical finding"),
+    "DocumentReference": ("Document Reference", "371530004", "Clinical consultation report"),
 }
-#: Judgement call: the referral of an OP consultation goes in a section coded 306206005 "Referral to service", the
-#: ``Referral`` slice of the guide's later versions; the 2.0.1 rules checked by ``validate`` do not name it, so it is
-#: reported there as a warning (open slicing), not an error.
-_REFERRAL: Final = ("Referral", "306206005", "Referral to service")
+#: The named sections of DischargeSummaryRecord 6.5.0, as :data:`_OP_SECTIONS`.
+_DS_SECTIONS: Final = {
+    "ChiefComplaints": ("Chief complaints", "422843007", "Chief complaint section"),
+    "PhysicalExamination": ("Physical examination", "425044008", "Physical exam section"),
+    "Allergies": ("Allergies", "722446000", "Allergy record"),
+    "MedicalHistory": ("Medical History", "1003642006", "Past medical history section"),
+    "FamilyHistory": ("Family history", "422432008", "Family history section"),
+    "Investigations": ("Investigations", "721981007", "Diagnostic studies report"),
+    "Medications": ("Medications", "1003606003", "Medication history section"),
+    "Procedures": ("Procedures", "1003640003", "History of past procedure section"),
+    "CarePlan": ("Care Plan", "734163000", "Care plan"),
+    "DocumentReference": ("Document Reference", "373942005", "Discharge summary"),
+}
 _WELLNESS: Final = {
     "VitalSigns": ("Vital Signs", "ObservationVitalSigns"),
     "BodyMeasurement": ("Body Measurement", "ObservationBodyMeasurement"),
@@ -136,11 +155,17 @@ _WELLNESS: Final = {
     "GeneralAssessment": ("General Assessment", "ObservationGeneralAssessment"),
     "WomenHealth": ("Women Health", "ObservationWomenHealth"),
     "Lifestyle": ("Lifestyle", "ObservationLifestyle"),
-    "OtherObservations": ("Other Observations", "Observation"),
+    "OtherObservations": ("Other Observations", None),
 }
+#: The DiagnosticReport profile and its category text of each kind. Judgement call: 6.5.0 fixes the category's coding
+#: system to SNOMED CT without fixing a code (the examples write specific services, e.g. 708196005 "Hematology
+#: service"); the builders write the category as text only rather than choose a clinical code.
+#: The one section of a DiagnosticReportRecord: its code is required (1..1) and not fixed by 6.5.0. Judgement call:
+#: the Composition's own type, 721981007 "Diagnostic studies report" (the examples use a specific report type).
+_DIAGNOSTIC_SECTION: Final = ("721981007", "Diagnostic studies report")
 _SERVICE_SECTIONS: Final = {
-    "lab": ("DiagnosticReportLab", "LAB", "Laboratory"),
-    "imaging": ("DiagnosticReportImaging", "RAD", "Radiology"),
+    "lab": ("DiagnosticReportLab", "Laboratory"),
+    "imaging": ("DiagnosticReportImaging", "Radiology"),
 }
 
 
@@ -200,6 +225,14 @@ def _identifier(system: str | None, value: str, type_code: tuple[str, str] | Non
     return out
 
 
+def _abha_identifier(value: str, text: str) -> dict[str, Any]:
+    """An ABHA identifier: 6.5.0 requires ``Patient.identifier.type`` (bound to ndhm-identifier-type-code), so it
+    carries that code system's ``ABHA`` code, and ``text`` says which of the account's two identifiers it is."""
+    kind = _fixed(_NDHM_IDENTIFIER_TYPE, "ABHA", "Ayushman Bharat Health Account (ABHA) ID")
+    kind["text"] = text
+    return {"type": kind, "system": _HEALTH_ID, "value": value}
+
+
 def _attachment(doc: Document, title: str | None, created: When | None) -> dict[str, Any]:
     out: dict[str, Any] = {"contentType": doc.content_type, "data": base64.b64encode(doc.data).decode("ascii")}
     if title is not None:
@@ -244,6 +277,7 @@ class _Doc:
 
     __slots__ = (
         "_entries",
+        "_kinds",
         "_prefix",
         "author",
         "date",
@@ -279,6 +313,7 @@ class _Doc:
         self.date = _check_when(date, "date")
         self.date_text = _datetime(self.date)
         self._entries: list[dict[str, Any]] = [{}]  # the Composition's place
+        self._kinds: dict[str, str] = {}
         self.patient = self._patient(patient)
         people = [self._practitioner(p, i) for i, p in enumerate(_people(practitioner))]
         self.organization = self._organization(organization)
@@ -295,25 +330,36 @@ class _Doc:
         h = d.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
-    def add(self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any]) -> dict[str, str]:
-        """Append a resource; its reference."""
+    def add(
+        self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any], extra: str | None = None
+    ) -> dict[str, str]:
+        """Append a resource (``extra``: a second profile, after ``profile``, as the guide's wellness examples
+        write theirs); its reference."""
         rid = self.uid(role, index)
         url = "urn:uuid:" + rid
         res: dict[str, Any] = {"resourceType": kind, "id": rid}
         if profile is not None:
-            res["meta"] = {"profile": [NRCES_PROFILE_BASE + profile]}
+            profiles = [NRCES_PROFILE_BASE + profile]
+            if extra is not None:
+                profiles.append(NRCES_PROFILE_BASE + extra)
+            res["meta"] = {"profile": profiles}
+        self._kinds[url] = kind
         res.update(body)
         self._entries.append({"fullUrl": url, "resource": res})
         return {"reference": url}
+
+    def typed(self, ref: dict[str, str]) -> dict[str, str]:
+        """A section entry naming its resource type: ``{"reference": ..., "type": "MedicationRequest"}``."""
+        return {"reference": ref["reference"], "type": self._kinds[ref["reference"]]}
 
     # ------------------------------------------------------------------------------------- who
 
     def _patient(self, p: Patient) -> dict[str, str]:
         ids = []
         if p.abha_number is not None:
-            ids.append(_identifier(_HEALTH_ID, p.abha_number))
+            ids.append(_abha_identifier(p.abha_number, "ABHA number"))
         if p.abha_address is not None:
-            ids.append(_identifier(_HEALTH_ID, p.abha_address))
+            ids.append(_abha_identifier(p.abha_address, "ABHA address"))
         if p.hospital_id is not None:
             ids.append(_identifier(p.hospital_id_system, p.hospital_id, ("MR", "Medical record number")))
         body: dict[str, Any] = {"identifier": ids, "name": [{"text": p.name}]}
@@ -433,7 +479,7 @@ class _Doc:
         return self.add(role, i, "FamilyMemberHistory", "FamilyMemberHistory", body)
 
     def observation(
-        self, role: str, i: int, o: Observation, profile: str = "Observation", category: str | None = None
+        self, role: str, i: int, o: Observation, category: str | None = None, extra: str | None = None
     ) -> dict[str, str]:
         body: dict[str, Any] = {"status": "final"}
         if category is not None:
@@ -469,7 +515,7 @@ class _Doc:
             if o.range_text is not None:
                 rng["text"] = o.range_text
             body["referenceRange"] = [rng]
-        return self.add(role, i, "Observation", profile, body)
+        return self.add(role, i, "Observation", "Observation", body, extra)
 
     def document_reference(self, role: str, i: int, d: Document, default_title: str) -> dict[str, str]:
         title = d.title or default_title
@@ -494,10 +540,10 @@ class _Doc:
         conclusion: str | None,
         form: Document | None,
     ) -> dict[str, str]:
-        profile, service, display = _SERVICE_SECTIONS[kind]
+        profile, category = _SERVICE_SECTIONS[kind]
         body: dict[str, Any] = {
             "status": "final",
-            "category": [_fixed("http://terminology.hl7.org/CodeSystem/v2-0074", service, display)],
+            "category": [{"text": category}],
             "code": _concept(title, code),
             "subject": self.patient,
         }
@@ -506,8 +552,7 @@ class _Doc:
         body["effectiveDateTime"] = self.date_text
         body["issued"] = _instant(self.date)
         body["performer"] = [self.organization]
-        if self.author[0] is not self.organization:
-            body["resultsInterpreter"] = self.author
+        body["resultsInterpreter"] = self.author  # 1..* in 6.5.0: the practitioners, else the organization
         if results:
             body["result"] = results
         if conclusion is not None:
@@ -522,12 +567,9 @@ class _Doc:
         sections = [s for s in sections if s.get("entry")]
         if not sections:
             raise ValueError(f"a {self.record.value} needs at least one entry in a section")
-        display, default_title = _DOCUMENT[self.record]
-        code = _COMPOSITION_CODES[self.record] or (
-            _DIAGNOSTIC_REPORT_TYPE if self.record is RecordType.DIAGNOSTIC_REPORT else None
-        )
+        code, display, type_text = _DOCUMENT[self.record]
         comp_type = _fixed(SNOMED, code, display) if code is not None else {}
-        comp_type["text"] = default_title if display is None else display
+        comp_type["text"] = type_text
         cid = self.uid("composition")
         comp: dict[str, Any] = {
             "resourceType": "Composition",
@@ -542,7 +584,7 @@ class _Doc:
             comp["encounter"] = self.encounter
         comp["date"] = self.date_text
         comp["author"] = self.author
-        comp["title"] = title or default_title
+        comp["title"] = title or _TITLE[self.record]
         comp["custodian"] = self.organization
         comp["section"] = sections
         self._entries[0] = {"fullUrl": "urn:uuid:" + cid, "resource": comp}
@@ -564,17 +606,21 @@ _CATEGORIES: Final = {
 }
 
 
-def _coded_section(title: str, code: str | None, display: str, refs: list[dict[str, str]]) -> dict[str, Any]:
+def _coded_section(
+    title: str, code: str | None, display: str, refs: list[dict[str, str]], typed: _Doc | None = None
+) -> dict[str, Any]:
+    """A section; ``typed``: each entry also names its resource type (``entry.type``), as the 6.5.0 single-section
+    profiles slice their entries by it."""
     section: dict[str, Any] = {"title": title}
     if code is not None:
         section["code"] = _fixed(SNOMED, code, display)
-    section["entry"] = refs
+    section["entry"] = refs if typed is None else [typed.typed(r) for r in refs]
     return section
 
 
-def _named(doc: _Doc, name: str, texts: dict[str, tuple[str, str]], refs: list[dict[str, str]]) -> dict[str, Any]:
-    title, display = texts[name]
-    return _coded_section(title, _SECTION_CODES[(doc.record, name)], display, refs)
+def _named(table: dict[str, tuple[str, str, str]], name: str, refs: list[dict[str, str]]) -> dict[str, Any]:
+    title, code, display = table[name]
+    return _coded_section(title, code, display, refs)
 
 
 def bundle_bytes(bundle: dict[str, Any]) -> bytes:
@@ -617,82 +663,72 @@ def op_consult(
     """
     doc = _Doc(RecordType.OP_CONSULT, care_context_id, namespace, date, patient, organization, practitioner)
     doc.add_encounter(encounter, "ambulatory")
-    t = _OP_TEXT
+    t = _OP_SECTIONS
     sections = [
         _named(
-            doc,
-            "ChiefComplaints",
             t,
+            "ChiefComplaints",
             [
                 doc.condition("chief-complaints", i, c)
                 for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
             ],
         ),
         _named(
-            doc,
-            "PhysicalExamination",
             t,
+            "PhysicalExamination",
             [
                 doc.observation("physical-examination", i, o)
                 for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
             ],
         ),
         _named(
-            doc,
-            "Allergies",
             t,
+            "Allergies",
             [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
         ),
-        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(t, "MedicalHistory", _history(doc, medical_history)),
         _named(
-            doc,
-            "FamilyHistory",
             t,
+            "FamilyHistory",
             [
                 doc.family_history("family-history", i, f)
                 for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
             ],
         ),
         _named(
-            doc,
-            "InvestigationAdvice",
             t,
+            "InvestigationAdvice",
             [
                 doc.service_request("investigation-advice", i, s)
                 for i, s in enumerate(_items(investigation_advice, Investigation, "investigation_advice"))
             ],
         ),
         _named(
-            doc,
-            "Medications",
             t,
+            "Medications",
             [
                 doc.medication_request("medications", i, m)
                 for i, m in enumerate(_items(medications, Medication, "medications"))
             ],
         ),
         _named(
-            doc,
-            "Procedure",
             t,
+            "Procedure",
             [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
         ),
         _named(
-            doc,
-            "FollowUp",
             t,
+            "FollowUp",
             [doc.appointment("follow-up", i, f) for i, f in enumerate(_items(follow_up, FollowUp, "follow_up"))],
         ),
-        _coded_section(
-            _REFERRAL[0],
-            _REFERRAL[1],
-            _REFERRAL[2],
+        _named(
+            t,
+            "Referral",
             [doc.service_request("referral", i, s) for i, s in enumerate(_items(referral, Investigation, "referral"))],
         ),
         _named(
-            doc,
-            "DocumentReference",
             t,
+            "DocumentReference",
             [
                 doc.document_reference("documents", i, d, "Consultation document")
                 for i, d in enumerate(_items(documents, Document, "documents"))
@@ -747,8 +783,8 @@ def prescription(
                 },
             )
         )
-    code = _COMPOSITION_CODES[RecordType.PRESCRIPTION]
-    return doc.finish([_coded_section("Prescription record", code, "Prescription record", refs)], title, timestamp)
+    section = _coded_section("Prescription record", "440545006", "Prescription record", refs, doc)
+    return doc.finish([section], title, timestamp)
 
 
 def _report(
@@ -780,7 +816,10 @@ def _report(
     category = "laboratory" if kind == "lab" else None
     results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
     report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file)
-    return doc.finish([_coded_section(title, None, "", [report])], title, timestamp)
+    refs = [report]
+    return doc.finish(
+        [_coded_section(title, _DIAGNOSTIC_SECTION[0], _DIAGNOSTIC_SECTION[1], refs, doc)], title, timestamp
+    )
 
 
 def lab_report(
@@ -888,74 +927,66 @@ def discharge_summary(
     """
     doc = _Doc(RecordType.DISCHARGE_SUMMARY, care_context_id, namespace, date, patient, organization, practitioner)
     doc.add_encounter(encounter, "inpatient")
-    t = _DS_TEXT
+    t = _DS_SECTIONS
     results = [
         doc.observation("investigations", i, o, category="laboratory")
         for i, o in enumerate(_items(investigations, Observation, "investigations"))
     ]
     sections = [
         _named(
-            doc,
-            "ChiefComplaints",
             t,
+            "ChiefComplaints",
             [
                 doc.condition("chief-complaints", i, c)
                 for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
             ],
         ),
         _named(
-            doc,
-            "PhysicalExamination",
             t,
+            "PhysicalExamination",
             [
                 doc.observation("physical-examination", i, o)
                 for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
             ],
         ),
         _named(
-            doc,
-            "Allergies",
             t,
+            "Allergies",
             [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
         ),
-        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(t, "MedicalHistory", _history(doc, medical_history)),
         _named(
-            doc,
-            "FamilyHistory",
             t,
+            "FamilyHistory",
             [
                 doc.family_history("family-history", i, f)
                 for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
             ],
         ),
         _named(
-            doc,
-            "Investigations",
             t,
+            "Investigations",
             [doc.diagnostic_report("investigations-report", "lab", "Investigations", None, results, None, None)]
             if results
             else [],
         ),
         _named(
-            doc,
-            "Medications",
             t,
+            "Medications",
             [
                 doc.medication_request("medications", i, m)
                 for i, m in enumerate(_items(medications, Medication, "medications"))
             ],
         ),
         _named(
-            doc,
-            "Procedures",
             t,
+            "Procedures",
             [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
         ),
-        _named(doc, "CarePlan", t, [_care_plan(doc, care_plan)] if care_plan is not None else []),
+        _named(t, "CarePlan", [_care_plan(doc, care_plan)] if care_plan is not None else []),
         _named(
-            doc,
-            "DocumentReference",
             t,
+            "DocumentReference",
             [
                 doc.document_reference("documents", i, d, "Discharge summary document")
                 for i, d in enumerate(_items(documents, Document, "documents"))
@@ -1008,8 +1039,8 @@ def immunization_record(
         doc.document_reference("documents", i, d, "Immunization document")
         for i, d in enumerate(_items(documents, Document, "documents"))
     ]
-    code = _COMPOSITION_CODES[RecordType.IMMUNIZATION]
-    return doc.finish([_coded_section("Immunization record", code, "Immunization record", refs)], title, timestamp)
+    section = _coded_section("Immunization record", "41000179103", "Immunization record", refs, doc)
+    return doc.finish([section], title, timestamp)
 
 
 def wellness_record(
@@ -1033,7 +1064,8 @@ def wellness_record(
 ) -> dict[str, Any]:
     """A wellness record (``WellnessRecord``): the guide's sections, recognised by their fixed titles (the profile
     gives them no code): vital signs, body measurements, physical activity, general assessment, women's health,
-    lifestyle, other observations, documents. Each Observation carries the section's Observation profile.
+    lifestyle, other observations, documents. Each Observation carries ``Observation`` and the section's Observation
+    profile (``ObservationVitalSigns``, ...) in ``meta.profile``, as the guide's 6.5.0 example does.
 
     Judgement call: a blood pressure is two observations (systolic, diastolic) or one text value (``"120/80"``);
     components are not built.
@@ -1050,12 +1082,11 @@ def wellness_record(
     }
     sections = []
     for name, items in given.items():
-        section_title, profile = _WELLNESS[name]
+        section_title, extra = _WELLNESS[name]
         role = name.lower()
         category = "vital-signs" if name == "VitalSigns" else None
         refs = [
-            doc.observation(role, i, o, profile, category)
-            for i, o in enumerate(_items(items, Observation, _snake(name)))
+            doc.observation(role, i, o, category, extra) for i, o in enumerate(_items(items, Observation, _snake(name)))
         ]
         sections.append(_coded_section(section_title, None, "", refs))
     refs = [
@@ -1087,7 +1118,8 @@ def health_document(
     doc = _Doc(RecordType.HEALTH_DOCUMENT, care_context_id, namespace, date, patient, organization, practitioner)
     docs = (documents,) if isinstance(documents, Document) else _items(documents, Document, "documents")
     refs = [doc.document_reference("documents", i, d, "Health document") for i, d in enumerate(docs)]
-    return doc.finish([_coded_section(title or "Health Document", None, "", refs)], title, timestamp)
+    section = _coded_section(title or "Health Document", "419891008", "Record artifact", refs)
+    return doc.finish([section], title, timestamp)
 
 
 # ------------------------------------------------------------------------------------------------- processing results
