@@ -32,10 +32,12 @@ from typing import Any, Final
 
 from .. import _json
 from .._wire import epoch_datetime
+from ..errors import InvalidArgumentType, InvalidRequest
 from ..models.records._documents import ReportItem, SmartReport
 from ..models.records._processing import ProcessingResult
 from ._build_inputs import (
     _ENCOUNTER_CLASSES,
+    DATA_ABSENT_REASONS,
     INTERPRETATIONS,
     SNOMED,
     Allergy,
@@ -189,7 +191,7 @@ def _instant(value: When) -> str:
 
 def _check_when(value: object, name: str) -> When:
     if not isinstance(value, dt.date):
-        raise TypeError(f"{name} must be a datetime.date or datetime.datetime")
+        raise InvalidArgumentType(f"{name} must be a datetime.date or datetime.datetime")
     return value
 
 
@@ -253,19 +255,26 @@ def _people(practitioner: People) -> tuple[Practitioner, ...]:
         return (practitioner,)
     out = tuple(practitioner)
     if not all(isinstance(p, Practitioner) for p in out):
-        raise TypeError("practitioner must be a fhir.Practitioner or a sequence of them")
+        raise InvalidArgumentType("practitioner must be a fhir.Practitioner or a sequence of them")
     return out
 
 
 def _items(value: Sequence[Any] | None, kind: type | tuple[type, ...], name: str) -> tuple[Any, ...]:
+    """A sequence input as a tuple; :class:`InvalidArgumentType` naming the field for one item where a list is
+    expected (``observations=fhir.Observation(...)``), a str, anything not iterable, or an item of another type."""
     if value is None:
         return ()
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence")
-    out = tuple(value)
+    names = " or ".join("fhir." + k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    if isinstance(value, kind):
+        raise InvalidArgumentType(f"{name} must be a list of {names}, not one: wrap it in [...]")
+    if isinstance(value, (str, bytes, dict)):
+        raise InvalidArgumentType(f"{name} must be a list of {names}")
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise InvalidArgumentType(f"{name} must be a list of {names}") from None
     if not all(isinstance(v, kind) for v in out):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise TypeError(f"{name} must hold fhir.{names} items")
+        raise InvalidArgumentType(f"{name} must hold {names} items")
     return out
 
 
@@ -299,13 +308,13 @@ class _Doc:
         practitioner: People,
     ) -> None:
         if type(care_context_id) is not str or not care_context_id:
-            raise ValueError("care_context_id must be a non-empty str")
+            raise InvalidRequest("care_context_id must be a non-empty str")
         if not isinstance(namespace, uuid.UUID):
-            raise TypeError("namespace must be a uuid.UUID")
+            raise InvalidArgumentType("namespace must be a uuid.UUID")
         if not isinstance(patient, Patient):
-            raise TypeError("patient must be a fhir.Patient")
+            raise InvalidArgumentType("patient must be a fhir.Patient")
         if not isinstance(organization, Organization):
-            raise TypeError("organization must be a fhir.Organization")
+            raise InvalidArgumentType("organization must be a fhir.Organization")
         self.record = record
         # uuid5 by hand (the same value as uuid.uuid5(namespace, name)), the common prefix hashed once: the ids are
         # a third of a lab report's build time otherwise.
@@ -397,7 +406,7 @@ class _Doc:
         if encounter is None:
             encounter = Encounter(kind=default_kind)
         elif not isinstance(encounter, Encounter):
-            raise TypeError("encounter must be a fhir.Encounter")
+            raise InvalidArgumentType("encounter must be a fhir.Encounter")
         code, display = _ENCOUNTER_CLASSES[encounter.kind]
         period: dict[str, str] = {"start": _datetime(encounter.start or self.date)}
         if encounter.end is not None:
@@ -495,6 +504,12 @@ class _Doc:
             body["valueString"] = value
         elif value is not None:
             body["valueQuantity"] = _quantity(value, o.unit)
+        if o.data_absent_reason is not None:
+            body["dataAbsentReason"] = _fixed(
+                "http://terminology.hl7.org/CodeSystem/data-absent-reason",
+                o.data_absent_reason,
+                DATA_ABSENT_REASONS[o.data_absent_reason],
+            )
         if o.interpretation is not None:
             known = INTERPRETATIONS.get(o.interpretation.strip().lower())
             if known is None:
@@ -566,7 +581,7 @@ class _Doc:
     def finish(self, sections: list[dict[str, Any]], title: str | None, timestamp: When | None) -> dict[str, Any]:
         sections = [s for s in sections if s.get("entry")]
         if not sections:
-            raise ValueError(f"a {self.record.value} needs at least one entry in a section")
+            raise InvalidRequest(f"a {self.record.value} needs at least one entry in a section")
         code, display, type_text = _DOCUMENT[self.record]
         comp_type = _fixed(SNOMED, code, display) if code is not None else {}
         comp_type["text"] = type_text
@@ -770,7 +785,7 @@ def prescription(
     ]
     if prescription_file is not None:
         if not isinstance(prescription_file, Document):
-            raise TypeError("prescription_file must be a fhir.Document")
+            raise InvalidArgumentType("prescription_file must be a fhir.Document")
         refs.append(
             doc.add(
                 "file",
@@ -805,14 +820,14 @@ def _report(
 ) -> dict[str, Any]:
     doc = _Doc(RecordType.DIAGNOSTIC_REPORT, care_context_id, namespace, date, patient, organization, practitioner)
     if file is not None and not isinstance(file, Document):
-        raise TypeError("the report's file must be a fhir.Document")
+        raise InvalidArgumentType("the report's file must be a fhir.Document")
     if conclusion is not None and (type(conclusion) is not str or not conclusion.strip()):
-        raise ValueError("conclusion must be a non-empty str")
+        raise InvalidRequest("conclusion must be a non-empty str")
     if code is not None and not isinstance(code, Coding):
-        raise TypeError("code must be a fhir.Coding")
+        raise InvalidArgumentType("code must be a fhir.Coding")
     obs = _items(observations, Observation, "observations")
     if not obs and file is None:
-        raise ValueError("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
+        raise InvalidRequest("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
     category = "laboratory" if kind == "lab" else None
     results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
     report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file)
@@ -998,7 +1013,7 @@ def discharge_summary(
 
 def _care_plan(doc: _Doc, text: str) -> dict[str, str]:
     if type(text) is not str or not text.strip():
-        raise ValueError("care_plan must be a non-empty str")
+        raise InvalidRequest("care_plan must be a non-empty str")
     body = {"status": "active", "intent": "plan", "description": text, "subject": doc.patient}
     return doc.add("care-plan", 0, "CarePlan", "CarePlan", body)
 
@@ -1164,12 +1179,12 @@ def from_processing_result(
         items = result.items if include_unverified else result.verified
         found = [_from_item(i) for i in items]
     else:
-        raise TypeError("result must be a ProcessingResult or a SmartReport")
+        raise InvalidArgumentType("result must be a ProcessingResult or a SmartReport")
     if date is None:
-        raise ValueError("no date: pass date= (the result's PII block has no DocumentDate)")
+        raise InvalidRequest("no date: pass date= (the result's PII block has no DocumentDate)")
     observations = [o for o in found if o is not None]
     if not observations:
-        raise ValueError("the result has no test to report")
+        raise InvalidRequest("the result has no test to report")
     file = None if original_file is None else Document(original_file, content_type=content_type, title=title)
     return lab_report(
         care_context_id=care_context_id,
@@ -1202,13 +1217,14 @@ def _from_test(test: Any) -> Observation | None:
         return None
     number = _plain_number(test.value)
     rng = test.range
-    value: int | float | str | None = number if number is not None else (test.value or None)
+    value: int | float | str | None = number if number is not None else ((test.value or "").strip() or None)
+    low, high = _range(rng.low if rng is not None else None, rng.high if rng is not None else None)
     return Observation(
         test.name.strip(),
         value=value,
-        unit=(test.unit_processed or test.unit) or None,
-        low=rng.low if rng is not None else None,
-        high=rng.high if rng is not None else None,
+        unit=((test.unit_processed or test.unit) or None) if value is not None else None,
+        low=low,
+        high=high,
         range_text=test.display_range or None,
         code=Coding.loinc(test.loinc_id) if test.loinc_id else None,
     )
@@ -1225,16 +1241,26 @@ def _from_item(item: ReportItem) -> Observation | None:
             low, high = _plain_number(parts[0].strip()), _plain_number(parts[1].strip())
     flag = item.flag
     interpretation = None if flag.name in ("UNKNOWN", "UNDETERMINED") else flag.label
+    value = number if number is not None else ((item.value or "").strip() or None)
+    low, high = _range(low, high)
     return Observation(
         item.name.strip(),
-        value=number if number is not None else (item.value or None),
-        unit=item.unit or None,
+        value=value,
+        unit=(item.unit or None) if value is not None else None,
         low=low,
         high=high,
         range_text=item.range or None,
         interpretation=interpretation,
         date=epoch_datetime(item.date) if item.date is not None else None,
     )
+
+
+def _range(low: float | int | None, high: float | int | None) -> tuple[float | int | None, float | int | None]:
+    """A service's range as bounds; judgement call: an inverted one (low above high) is not a range the report can
+    mean, so its bounds are dropped (its printed text is kept) rather than the whole result refused."""
+    if low is not None and high is not None and low > high:
+        return None, None
+    return low, high
 
 
 def _pii_date(result: ProcessingResult) -> dt.datetime | None:

@@ -3,7 +3,9 @@
 
 Every class is a frozen attrs class. Their ``repr`` shows the class and no person's data nor clinical value: the
 fields that hold them are ``repr=False`` (a repr ends up in logs and tracebacks). Checks at construction raise
-``TypeError``/``ValueError`` naming the field, never its value.
+:class:`~health_async.errors.InvalidRequest` naming the field, never its value (a wrong type is its subclass
+:class:`~health_async.errors.InvalidArgumentType`, also a ``TypeError``): a mistake is refused before a bundle
+exists.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 import attrs
+
+from .._abha_input import normalize_abha_number
+from ..errors import InvalidArgumentType, InvalidRequest
 
 __all__ = [
     "Allergy",
@@ -44,9 +49,9 @@ Number = int | float
 def _text(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if type(value) is not str:
-            raise TypeError(f"{name} must be a str")
+            raise InvalidArgumentType(f"{name} must be a str")
         if not value.strip():
-            raise ValueError(f"{name} must not be empty")
+            raise InvalidRequest(f"{name} must not be empty")
 
     return check
 
@@ -62,7 +67,7 @@ def _opt_text(name: str) -> Any:
 def _opt_when(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if value is not None and not isinstance(value, dt.date):
-            raise TypeError(f"{name} must be a datetime.date or datetime.datetime")
+            raise InvalidArgumentType(f"{name} must be a datetime.date or datetime.datetime")
 
     return check
 
@@ -72,9 +77,9 @@ def _opt_number(name: str) -> Any:
         if value is None:
             return
         if type(value) is bool or not isinstance(value, (int, float)):
-            raise TypeError(f"{name} must be an int or a float")
+            raise InvalidArgumentType(f"{name} must be an int or a float")
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"{name} must be a finite number")
+            raise InvalidRequest(f"{name} must be a finite number")
 
     return check
 
@@ -82,7 +87,7 @@ def _opt_number(name: str) -> Any:
 def _opt_coding(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if value is not None and not isinstance(value, Coding):
-            raise TypeError(f"{name} must be a fhir.Coding")
+            raise InvalidArgumentType(f"{name} must be a fhir.Coding")
 
     return check
 
@@ -131,7 +136,7 @@ def _gender(value: object) -> Gender | None:
             return Gender(value.strip().lower())
         except ValueError:
             pass
-    raise ValueError("Patient.gender must be male, female, other or unknown")
+    raise InvalidRequest("Patient.gender must be male, female, other or unknown")
 
 
 @attrs.frozen
@@ -143,8 +148,12 @@ class Patient:
     ``https://healthid.ndhm.gov.in``, the hospital's id with type ``MR`` (HL7 v2-0203) under
     ``hospital_id_system`` (omitted when not given).
 
-    Judgement call: the ABHA number and address carry no ``type`` coding (the guide's versions disagree on it: v2
-    writes ``MR``, v6 its own ``ABHA`` code); their system says what they are. ``repr`` shows nothing of the person.
+    ``abha_number``: 14 digits, with or without hyphens; kept as ``91-1111-2222-3333`` (the guide's examples'
+    form). Another shape is :class:`~health_async.errors.InvalidRequest` naming the field, never the number.
+
+    Judgement call: 6.5.0 requires ``Patient.identifier.type``; the ABHA number and address both carry the guide's
+    ``ABHA`` code (ndhm-identifier-type-code: the account's ID), their ``type.text`` saying which one it is.
+    ``repr`` shows nothing of the person.
     """
 
     name: str = attrs.field(repr=False, validator=_text("Patient.name"))
@@ -168,7 +177,16 @@ class Patient:
 
     def __attrs_post_init__(self) -> None:
         if self.abha_number is None and self.abha_address is None and self.hospital_id is None:
-            raise ValueError("Patient needs an identifier: abha_number, abha_address or hospital_id")
+            raise InvalidRequest("Patient needs an identifier: abha_number, abha_address or hospital_id")
+        if self.abha_number is not None:
+            try:
+                digits = normalize_abha_number(self.abha_number)
+            except InvalidRequest:
+                raise InvalidRequest(
+                    "Patient.abha_number must be 14 digits, with or without hyphens (2-4-4-4)"
+                ) from None
+            hyphenated = f"{digits[:2]}-{digits[2:6]}-{digits[6:10]}-{digits[10:]}"
+            object.__setattr__(self, "abha_number", hyphenated)
 
 
 @attrs.frozen
@@ -204,7 +222,7 @@ _ENCOUNTER_CLASSES: Final = {
 
 def _kind(_inst: object, _attr: object, value: object) -> None:
     if value not in _ENCOUNTER_CLASSES:
-        raise ValueError(f"Encounter.kind must be one of {', '.join(_ENCOUNTER_CLASSES)}")
+        raise InvalidRequest(f"Encounter.kind must be one of {', '.join(_ENCOUNTER_CLASSES)}")
 
 
 @attrs.frozen(kw_only=True)
@@ -230,7 +248,7 @@ class Condition:
 
     def __attrs_post_init__(self) -> None:
         if self.clinical_status is not None and self.clinical_status not in _CLINICAL:
-            raise ValueError(f"Condition.clinical_status must be one of {', '.join(_CLINICAL)}")
+            raise InvalidRequest(f"Condition.clinical_status must be one of {', '.join(_CLINICAL)}")
 
 
 _CLINICAL: Final = ("active", "recurrence", "relapse", "inactive", "remission", "resolved")
@@ -283,7 +301,7 @@ class FollowUp:
 
     def __attrs_post_init__(self) -> None:
         if self.date is None:
-            raise TypeError("FollowUp.date must be a datetime.date or datetime.datetime")
+            raise InvalidArgumentType("FollowUp.date must be a datetime.date or datetime.datetime")
 
 
 @attrs.frozen
@@ -297,8 +315,7 @@ class FamilyHistory:
     )
 
 
-#: The interpretations known by name, to HL7 v3-ObservationInterpretation codes (``high`` -> ``H``).
-INTERPRETATIONS: Final = {
+_NAMED_INTERPRETATIONS: Final = {
     "normal": ("N", "Normal"),
     "high": ("H", "High"),
     "low": ("L", "Low"),
@@ -308,12 +325,52 @@ INTERPRETATIONS: Final = {
     "very high": ("HU", "Significantly high"),
     "very low": ("LU", "Significantly low"),
 }
+#: The interpretations known by name or by their HL7 v3-ObservationInterpretation code, lower-cased (``high`` and
+#: ``h`` -> ``H``): the code a report prints (``H``, ``L``, ``N``) is coded as its name is.
+INTERPRETATIONS: Final = {
+    **_NAMED_INTERPRETATIONS,
+    **{code.lower(): (code, display) for code, display in _NAMED_INTERPRETATIONS.values()},
+}
+
+#: HL7's data-absent-reason codes (``Observation.dataAbsentReason``), to their displays.
+DATA_ABSENT_REASONS: Final = {
+    "unknown": "Unknown",
+    "asked-unknown": "Asked But Unknown",
+    "temp-unknown": "Temporarily Unknown",
+    "not-asked": "Not Asked",
+    "asked-declined": "Asked But Declined",
+    "masked": "Masked",
+    "not-applicable": "Not Applicable",
+    "unsupported": "Unsupported",
+    "as-text": "As Text",
+    "error": "Error",
+    "not-a-number": "Not a Number (NaN)",
+    "negative-infinity": "Negative Infinity (NINF)",
+    "positive-infinity": "Positive Infinity (PINF)",
+    "not-performed": "Not Performed",
+    "not-permitted": "Not Permitted",
+}
 
 
 def _value(_inst: object, _attr: object, value: Any) -> None:
-    if value is None or type(value) is str:
+    if value is None:
+        return
+    if type(value) is str:
+        if not value.strip():
+            raise InvalidRequest(
+                "Observation.value must not be an empty string (leave it out, or give Observation.data_absent_reason)"
+            )
         return
     _opt_number("Observation.value")(_inst, _attr, value)
+
+
+def _absent(_inst: object, _attr: object, value: Any) -> None:
+    if value is not None and value not in DATA_ABSENT_REASONS:
+        raise InvalidRequest(
+            "Observation.data_absent_reason must be one of HL7's data-absent-reason codes ("
+            + ", ".join(DATA_ABSENT_REASONS)
+            + ")"
+        )
 
 
 @attrs.frozen
@@ -323,8 +380,14 @@ class Observation:
     ``value`` a number (with ``unit``: a Quantity) or text (``"Positive"``, ``"<0.5"``); the reference range as
     ``low``/``high`` (in ``unit``) and/or ``range_text`` as printed; ``interpretation`` a name (``normal``,
     ``high``, ``low``, ``abnormal``, ``critically high``, ``critically low``, ``very high``, ``very low``: HL7's
-    v3-ObservationInterpretation code) or any other text (kept as text); ``code`` the LOINC (or SNOMED CT) code
-    when the caller has one; ``date`` when it was taken (default: the record's date).
+    v3-ObservationInterpretation code; the code itself, ``H``, ``L``, ``N``, ..., is coded alike) or any other
+    text (kept as text); ``code`` the LOINC (or SNOMED CT) code when the caller has one; ``date`` when it was taken
+    (default: the record's date); ``data_absent_reason`` why there is no value (an HL7 data-absent-reason code:
+    ``not-performed``, ``unknown``, ``error``, ...).
+
+    Refused (:class:`~health_async.errors.InvalidRequest`, naming the field): a ``unit`` without a ``value`` (unless
+    ``data_absent_reason`` says why), an empty-string ``value``, a ``value`` together with a
+    ``data_absent_reason``, ``low`` greater than ``high``.
     """
 
     name: str = attrs.field(repr=False, validator=_text("Observation.name"))
@@ -340,6 +403,17 @@ class Observation:
     )
     code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Observation.code"), kw_only=True)
     date: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Observation.date"), kw_only=True)
+    data_absent_reason: str | None = attrs.field(default=None, validator=_absent, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.value is None and self.unit is not None and self.data_absent_reason is None:
+            raise InvalidRequest(
+                "Observation.unit is given without Observation.value: give the value, or data_absent_reason"
+            )
+        if self.value is not None and self.data_absent_reason is not None:
+            raise InvalidRequest("Observation.data_absent_reason is for an Observation without a value")
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise InvalidRequest("Observation.low must not be greater than Observation.high")
 
 
 @attrs.frozen
@@ -358,9 +432,9 @@ class Immunization:
 
     def __attrs_post_init__(self) -> None:
         if self.date is None:
-            raise TypeError("Immunization.date must be a datetime.date or datetime.datetime")
+            raise InvalidArgumentType("Immunization.date must be a datetime.date or datetime.datetime")
         if self.dose_number is not None and (type(self.dose_number) is not int or self.dose_number < 1):
-            raise ValueError("Immunization.dose_number must be a positive int")
+            raise InvalidRequest("Immunization.dose_number must be a positive int")
 
 
 def _to_bytes(value: bytes | bytearray | memoryview) -> bytes:
@@ -369,9 +443,9 @@ def _to_bytes(value: bytes | bytearray | memoryview) -> bytes:
 
 def _bytes(_inst: object, _attr: object, value: Any) -> None:
     if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise TypeError("Document.data must be bytes")
+        raise InvalidArgumentType("Document.data must be bytes")
     if not len(value):
-        raise ValueError("Document.data must not be empty")
+        raise InvalidRequest("Document.data must not be empty")
 
 
 @attrs.frozen

@@ -23,6 +23,7 @@ import pytest
 
 from health_async import fhir
 from health_async._wire import structure
+from health_async.errors import InvalidRequest
 from health_async.models import ProcessingResult
 from health_async.models.records._documents import SmartReport
 from health_async.testing._data import FakeData
@@ -383,3 +384,71 @@ def test_a_large_lab_report_and_op_consult_stay_valid() -> None:
     assert fhir.validate(bundle).ok
     assert len(_inputs.op_consult(n_extra=23)["entry"]) == 40
     assert fhir.validate(_inputs.op_consult(n_extra=23)).ok
+
+
+# ---------------------------------------------------------------------------------------- mistakes refused (issue 43)
+
+
+def _lab(observations: Any) -> dict[str, Any]:
+    return fhir.lab_report(care_context_id="c", patient=PATIENT, organization=LAB, date=WHEN, observations=observations)
+
+
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda: fhir.Observation("Haemoglobin", unit="g/dL"), "Observation.unit"),
+        (lambda: fhir.Observation("Haemoglobin", value=""), "Observation.value"),
+        (lambda: fhir.Observation("Haemoglobin", value="  "), "Observation.value"),
+        (lambda: fhir.Observation("Haemoglobin", value=13.2, unit="g/dL", low=16, high=12), "Observation.low"),
+        (lambda: fhir.Observation("Haemoglobin", data_absent_reason="Asha"), "Observation.data_absent_reason"),
+        (lambda: fhir.Observation("Haemoglobin", value=1, data_absent_reason="error"), "data_absent_reason"),
+        (lambda: _lab(fhir.Observation("Haemoglobin", value=13.2)), "observations"),
+        (lambda: _lab(13.2), "observations"),
+        (lambda: fhir.Patient("Asha Sharma", abha_number="91-1111-2222"), "Patient.abha_number"),
+        (lambda: fhir.Patient("Asha Sharma", abha_number="91-1111-2222-333x"), "Patient.abha_number"),
+        (lambda: fhir.Patient("Asha Sharma", abha_number="asha@abdm"), "Patient.abha_number"),
+    ],
+)
+def test_mistakes_are_refused_before_a_bundle_exists_naming_the_field(make: Any, field: str) -> None:
+    with pytest.raises(InvalidRequest, match=field) as caught:
+        make()
+    text = str(caught.value)
+    assert "Asha" not in text and "13.2" not in text and "91-1111" not in text and "g/dL" not in text
+
+
+def test_one_observation_where_a_list_is_expected_is_a_type_error_too() -> None:
+    with pytest.raises(TypeError, match=r"observations must be a list of fhir.Observation, not one"):
+        _lab(fhir.Observation("Haemoglobin", value=13.2))
+
+
+def test_a_unit_without_a_value_is_written_with_its_data_absent_reason() -> None:
+    obs = fhir.Observation("Haemoglobin", unit="g/dL", low=12, high=16, data_absent_reason="not-performed")
+    bundle = _lab([obs])
+    assert fhir.validate(bundle).ok
+    res = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Observation")
+    assert "valueQuantity" not in res and "valueString" not in res
+    assert res["dataAbsentReason"] == {
+        "coding": [
+            {
+                "system": "http://terminology.hl7.org/CodeSystem/data-absent-reason",
+                "code": "not-performed",
+                "display": "Not Performed",
+            }
+        ]
+    }
+    fhir_bundle.Bundle.model_validate(bundle)
+
+
+def test_an_abha_number_is_written_in_the_guides_hyphenated_form() -> None:
+    patient = fhir.Patient("Asha Sharma", abha_number="91 1111 2222 3333")
+    assert patient.abha_number == "91-1111-2222-3333"
+    assert fhir.Patient("Asha Sharma", abha_number="91111122223333").abha_number == "91-1111-2222-3333"
+
+
+@pytest.mark.parametrize(("given", "code"), [("H", "H"), ("l", "L"), ("N", "N"), ("high", "H"), ("HH", "HH")])
+def test_interpretation_codes_are_coded_as_their_names_are(given: str, code: str) -> None:
+    bundle = _lab([fhir.Observation("Fasting Blood Glucose", value=126, unit="mg/dL", interpretation=given)])
+    res = next(e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == "Observation")
+    (interpretation,) = res["interpretation"]
+    assert interpretation["coding"][0]["system"] == "http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation"
+    assert interpretation["coding"][0]["code"] == code and interpretation["text"] == given
