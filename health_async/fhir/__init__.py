@@ -1,4 +1,4 @@
-"""FHIR records for ABDM: the seven NRCeS document types (:class:`RecordType`), the builders (:func:`op_consult`,
+"""FHIR records for ABDM: the eight NRCeS document types (:class:`RecordType`), the builders (:func:`op_consult`,
 :func:`lab_report`, ... :func:`from_processing_result`), which write a document from typed inputs, :func:`validate`,
 which checks a document offline before it leaves, and :func:`read`, which turns any producer's document into a
 typed, tolerant :class:`FhirRecord`.
@@ -15,6 +15,7 @@ from ._build import (
     health_document,
     imaging_report,
     immunization_record,
+    invoice_record,
     lab_report,
     op_consult,
     prescription,
@@ -31,11 +32,13 @@ from ._build_inputs import (
     Gender,
     Immunization,
     Investigation,
+    InvoiceItem,
     Medication,
     Observation,
     Organization,
     Patient,
     Practitioner,
+    PriceComponent,
     Procedure,
 )
 from ._read import (
@@ -71,6 +74,7 @@ __all__ = [
     "Gender",
     "Immunization",
     "Investigation",
+    "InvoiceItem",
     "Medication",
     "MedicationInfo",
     "Observation",
@@ -80,6 +84,7 @@ __all__ = [
     "Patient",
     "PatientInfo",
     "Practitioner",
+    "PriceComponent",
     "Problem",
     "Procedure",
     "Record",
@@ -91,6 +96,7 @@ __all__ = [
     "health_document",
     "imaging_report",
     "immunization_record",
+    "invoice_record",
     "lab_report",
     "op_consult",
     "prescription",

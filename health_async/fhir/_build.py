@@ -37,8 +37,11 @@ from ..models.records._documents import ReportItem, SmartReport
 from ..models.records._processing import ProcessingResult
 from ._build_inputs import (
     _ENCOUNTER_CLASSES,
+    BILLING_CODES,
     DATA_ABSENT_REASONS,
     INTERPRETATIONS,
+    INVOICE_TYPES,
+    PRICE_COMPONENTS,
     SNOMED,
     Allergy,
     Coding,
@@ -49,6 +52,7 @@ from ._build_inputs import (
     FollowUp,
     Immunization,
     Investigation,
+    InvoiceItem,
     Medication,
     Observation,
     Organization,
@@ -67,6 +71,7 @@ __all__ = [
     "health_document",
     "imaging_report",
     "immunization_record",
+    "invoice_record",
     "lab_report",
     "op_consult",
     "prescription",
@@ -1134,6 +1139,104 @@ def health_document(
     docs = (documents,) if isinstance(documents, Document) else _items(documents, Document, "documents")
     refs = [doc.document_reference("documents", i, d, "Health document") for i, d in enumerate(docs)]
     section = _coded_section(title or "Health Document", "419891008", "Record artifact", refs)
+    return doc.finish([section], title, timestamp)
+
+
+def invoice_record(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    invoice_number: str,
+    invoice_type: str,
+    items: Sequence[InvoiceItem],
+    total_net: int | float,
+    total_gross: int | float,
+    currency: str = "INR",
+    practitioner: People = None,
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """An invoice (``InvoiceRecord``, Composition ``type.text`` "Invoice Record" as its profile fixes): one Invoice
+    (``invoice_number`` its identifier, ``invoice_type`` the guide's billing code of the bill: ``consultation``,
+    ``pharmacy``, ``ipd``, ``opd``, ``others``; issued by the organization on ``date``) with one line item per
+    :class:`InvoiceItem`, each referencing its ChargeItem (the item's billing code, quantity and product) and
+    carrying its price components; the totals as given, in ``currency`` (default ``INR``).
+
+    Judgement call: ``total_net`` and ``total_gross`` (1..1 each) are the bill's own printed totals, not computed
+    from the price components: how a bill adds taxes and discounts is the bill's, not the builder's. The profile's
+    one section holds the Invoice only, as in the guide's example (the ChargeItems are reached from it).
+    """
+    doc = _Doc(RecordType.INVOICE, care_context_id, namespace, date, patient, organization, practitioner)
+    if type(invoice_number) is not str or not invoice_number.strip():
+        raise InvalidRequest("invoice_number must be a non-empty str")
+    if invoice_type not in INVOICE_TYPES:
+        raise InvalidRequest(f"invoice_type must be one of {', '.join(INVOICE_TYPES)}")
+    if type(currency) is not str or len(currency) != 3 or not currency.isascii() or not currency.isupper():
+        raise InvalidRequest("currency must be an ISO 4217 code (e.g. INR)")
+    totals = {}
+    for name, value in (("total_net", total_net), ("total_gross", total_gross)):
+        if type(value) is bool or not isinstance(value, (int, float)):
+            raise InvalidArgumentType(f"{name} must be an int or a float")
+        if value != value or value in (float("inf"), float("-inf")) or value < 0:
+            raise InvalidRequest(f"{name} must be a finite, non-negative number")
+        totals[name] = {"value": value, "currency": currency}
+    lines = _items(items, InvoiceItem, "items")
+    if not lines:
+        raise InvalidRequest("items needs at least one fhir.InvoiceItem (Invoice.lineItem 1..*)")
+    actors = [{"actor": a} for a in doc.author]
+    line_items = []
+    for i, item in enumerate(lines):
+        quantity: dict[str, Any] = {"value": item.quantity}
+        if item.unit is not None:
+            quantity["unit"] = item.unit
+        charge = doc.add(
+            "charge-item",
+            i,
+            "ChargeItem",
+            "ChargeItem",
+            {
+                "status": "billed",
+                "code": _fixed(_NDHM_CS + "ndhm-billing-codes", *BILLING_CODES[item.category]),
+                "subject": doc.patient,
+                "occurrenceDateTime": doc.date_text,
+                "performer": actors,
+                "quantity": quantity,
+                "productCodeableConcept": _concept(item.text, item.code),
+            },
+        )
+        prices = []
+        for p in item.prices:
+            code, display, kind = PRICE_COMPONENTS[p.kind]
+            prices.append(
+                {
+                    "type": kind,
+                    "code": _fixed(_NDHM_CS + "ndhm-price-components", code, display),
+                    "amount": {"value": p.amount, "currency": currency},
+                }
+            )
+        line_items.append({"sequence": i + 1, "chargeItemReference": charge, "priceComponent": prices})
+    invoice = doc.add(
+        "invoice",
+        0,
+        "Invoice",
+        "Invoice",
+        {
+            "identifier": [{"value": invoice_number}],
+            "status": "issued",
+            "type": _fixed(_NDHM_CS + "ndhm-billing-codes", *BILLING_CODES[invoice_type]),
+            "subject": doc.patient,
+            "date": doc.date_text,
+            "participant": actors,
+            "issuer": doc.organization,
+            "lineItem": line_items,
+            "totalNet": totals["total_net"],
+            "totalGross": totals["total_gross"],
+        },
+    )
+    section = _coded_section("Invoice", None, "", [invoice], doc)
     return doc.finish([section], title, timestamp)
 
 

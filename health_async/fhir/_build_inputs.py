@@ -31,11 +31,13 @@ __all__ = [
     "FollowUp",
     "Immunization",
     "Investigation",
+    "InvoiceItem",
     "Medication",
     "Observation",
     "Organization",
     "Patient",
     "Practitioner",
+    "PriceComponent",
     "Procedure",
 ]
 
@@ -446,6 +448,97 @@ def _bytes(_inst: object, _attr: object, value: Any) -> None:
         raise InvalidArgumentType("Document.data must be bytes")
     if not len(value):
         raise InvalidRequest("Document.data must not be empty")
+
+
+#: The guide's price components (CodeSystem ndhm-price-components), by name: (code, display, FHIR
+#: ``priceComponent.type``), the types as in the guide's InvoiceRecord example.
+PRICE_COMPONENTS: Final = {
+    "mrp": ("00", "MRP", "informational"),
+    "rate": ("01", "Rate", "base"),
+    "discount": ("02", "Discount", "discount"),
+    "cgst": ("03", "CGST", "tax"),
+    "sgst": ("04", "SGST", "tax"),
+}
+#: The guide's billing codes (CodeSystem ndhm-billing-codes), by name: (code, display).
+BILLING_CODES: Final = {
+    "consultation": ("00", "Consultation"),
+    "pharmacy": ("01", "Pharmacy"),
+    "ipd": ("02", "IPD"),
+    "opd": ("03", "OPD"),
+    "pathology": ("04", "Pathology"),
+    "medicines": ("05", "Medicines"),
+    "nursing charges": ("06", "Nursing Charges"),
+    "handling charges": ("07", "Handling Charges"),
+    "delivery charges": ("08", "Delivery Charges"),
+    "others": ("99", "Others"),
+}
+#: The invoice types ValueSet ndhm-invoice-types allows (a subset of the billing codes).
+INVOICE_TYPES: Final = ("consultation", "pharmacy", "ipd", "opd", "others")
+
+
+def _one_of(name: str, allowed: Any) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value not in allowed:
+            raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}")
+
+    return check
+
+
+def _amount(name: str) -> Any:
+    number = _opt_number(name)
+
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value is None:
+            raise InvalidArgumentType(f"{name} must be an int or a float")
+        number(_inst, _attr, value)
+
+    return check
+
+
+@attrs.frozen
+class PriceComponent:
+    """One price of an invoice line (``Invoice.lineItem.priceComponent``): ``kind`` the guide's price component
+    (``mrp``, ``rate``, ``discount``, ``cgst``, ``sgst``: ndhm-price-components ``00``-``04``; written with FHIR's
+    type ``informational``, ``base``, ``discount``, ``tax``, ``tax`` as in the guide's example) and ``amount`` in the
+    invoice's currency."""
+
+    kind: str = attrs.field(validator=_one_of("PriceComponent.kind", PRICE_COMPONENTS))
+    amount: Number = attrs.field(repr=False, validator=_amount("PriceComponent.amount"))
+
+
+def _prices(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, PriceComponent):
+        raise InvalidArgumentType("InvoiceItem.prices must be a list of fhir.PriceComponent, not one: wrap it in [...]")
+    if isinstance(value, (str, bytes, dict)):
+        raise InvalidArgumentType("InvoiceItem.prices must be a list of fhir.PriceComponent")
+    try:
+        return _tuple(value)
+    except TypeError:
+        raise InvalidArgumentType("InvoiceItem.prices must be a list of fhir.PriceComponent") from None
+
+
+@attrs.frozen
+class InvoiceItem:
+    """One line of an invoice, and its ChargeItem: what was charged (``text``, its ``code`` when given, e.g. a
+    medicine's SNOMED CT code: the ChargeItem's ``productCodeableConcept``), its ``category`` (the guide's billing
+    code: ``consultation``, ``pharmacy``, ``ipd``, ``opd``, ``pathology``, ``medicines``, ``nursing charges``,
+    ``handling charges``, ``delivery charges``, ``others``), the ``quantity`` (with its ``unit``) and its
+    ``prices`` (at least one :class:`PriceComponent`)."""
+
+    text: str = attrs.field(repr=False, validator=_text("InvoiceItem.text"))
+    category: str = attrs.field(kw_only=True, validator=_one_of("InvoiceItem.category", BILLING_CODES))
+    prices: tuple[PriceComponent, ...] = attrs.field(repr=False, converter=_prices, kw_only=True)
+    quantity: Number = attrs.field(repr=False, default=1, validator=_amount("InvoiceItem.quantity"), kw_only=True)
+    unit: str | None = attrs.field(repr=False, default=None, validator=_opt_text("InvoiceItem.unit"), kw_only=True)
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("InvoiceItem.code"), kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.prices:
+            raise InvalidRequest("InvoiceItem.prices needs at least one fhir.PriceComponent")
+        if not all(isinstance(p, PriceComponent) for p in self.prices):
+            raise InvalidArgumentType("InvoiceItem.prices must hold fhir.PriceComponent items")
+        if self.quantity <= 0:
+            raise InvalidRequest("InvoiceItem.quantity must be positive")
 
 
 @attrs.frozen

@@ -187,6 +187,37 @@ def health_document() -> dict[str, Any]:
     )
 
 
+def invoice_record() -> dict[str, Any]:
+    return fhir.invoice_record(care_context_id="INV-2024-0001", **invoice_inputs())
+
+
+def invoice_inputs() -> dict[str, Any]:
+    gst = [fhir.PriceComponent("cgst", 6), fhir.PriceComponent("sgst", 6)]
+    return dict(
+        organization=HOSPITAL,
+        **WHO,
+        invoice_number="CA/5842",
+        invoice_type="pharmacy",
+        items=[
+            fhir.InvoiceItem(
+                "Paracetamol 1 g oral tablet",
+                category="medicines",
+                code=fhir.Coding.snomed("1172863005", "Paracetamol 1 g oral tablet"),
+                quantity=10,
+                unit="Tablet",
+                prices=[fhir.PriceComponent("mrp", 100), fhir.PriceComponent("rate", 80), *gst],
+            ),
+            fhir.InvoiceItem(
+                "Consultation",
+                category="consultation",
+                prices=[fhir.PriceComponent("rate", 500), fhir.PriceComponent("discount", 50)],
+            ),
+        ],
+        total_net=542,
+        total_gross=530,
+    )
+
+
 RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "op_consult": op_consult,
     "prescription": prescription,
@@ -196,4 +227,5 @@ RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "immunization_record": immunization_record,
     "wellness_record": wellness_record,
     "health_document": health_document,
+    "invoice_record": invoice_record,
 }
