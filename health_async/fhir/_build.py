@@ -41,6 +41,7 @@ from ._build_inputs import (
     DATA_ABSENT_REASONS,
     INTERPRETATIONS,
     INVOICE_TYPES,
+    LOINC,
     PRICE_COMPONENTS,
     SNOMED,
     Allergy,
@@ -54,11 +55,14 @@ from ._build_inputs import (
     Investigation,
     InvoiceItem,
     Medication,
+    MedicationHistory,
     Observation,
     Organization,
     Patient,
     Practitioner,
     Procedure,
+    Specimen,
+    VaccineDue,
 )
 from ._types import NRCES_PROFILE_BASE, RecordType
 
@@ -493,7 +497,12 @@ class _Doc:
         return self.add(role, i, "FamilyMemberHistory", "FamilyMemberHistory", body)
 
     def observation(
-        self, role: str, i: int, o: Observation, category: str | None = None, extra: str | None = None
+        self,
+        role: str,
+        i: int,
+        o: Observation,
+        category: str | None = None,
+        extra: str | None = None,
     ) -> dict[str, str]:
         body: dict[str, Any] = {"status": "final"}
         if category is not None:
@@ -504,38 +513,35 @@ class _Doc:
         body["subject"] = self.patient
         body["effectiveDateTime"] = self.date_text if o.date is None else _datetime(o.date)
         body["performer"] = [self.organization]
-        value = o.value
-        if isinstance(value, str):
-            body["valueString"] = value
-        elif value is not None:
-            body["valueQuantity"] = _quantity(value, o.unit)
-        if o.data_absent_reason is not None:
-            body["dataAbsentReason"] = _fixed(
-                "http://terminology.hl7.org/CodeSystem/data-absent-reason",
-                o.data_absent_reason,
-                DATA_ABSENT_REASONS[o.data_absent_reason],
-            )
-        if o.interpretation is not None:
-            known = INTERPRETATIONS.get(o.interpretation.strip().lower())
-            if known is None:
-                body["interpretation"] = [{"text": o.interpretation}]
-            else:
-                body["interpretation"] = [
-                    {
-                        **_fixed("http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation", *known),
-                        "text": o.interpretation,
-                    }
-                ]
-        if o.low is not None or o.high is not None or o.range_text is not None:
-            rng: dict[str, Any] = {}
-            if o.low is not None:
-                rng["low"] = _quantity(o.low, o.unit)
-            if o.high is not None:
-                rng["high"] = _quantity(o.high, o.unit)
-            if o.range_text is not None:
-                rng["text"] = o.range_text
-            body["referenceRange"] = [rng]
+        _observed(body, o)
+        if o.components:
+            parts = []
+            for c in o.components:
+                part: dict[str, Any] = {"code": _concept(c.name, c.code)}
+                _observed(part, c)
+                parts.append(part)
+            body["component"] = parts
         return self.add(role, i, "Observation", "Observation", body, extra)
+
+    def specimen(self, sp: Specimen) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "type": _concept(sp.type, sp.code),
+            "subject": self.patient,
+            "receivedTime": _datetime(sp.received),
+            "collection": {"collectedDateTime": _datetime(sp.collected)},
+        }
+        return self.add("specimen", 0, "Specimen", "Specimen", body)
+
+    def medication_statement(self, role: str, i: int, m: MedicationHistory) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "status": m.status,
+            "medicationCodeableConcept": _concept(m.text, m.code),
+            "subject": self.patient,
+            "dateAsserted": self.date_text if m.asserted is None else _datetime(m.asserted),
+        }
+        if m.dosage is not None:
+            body["dosage"] = [{"text": m.dosage}]
+        return self.add(role, i, "MedicationStatement", "MedicationStatement", body)
 
     def document_reference(self, role: str, i: int, d: Document, default_title: str) -> dict[str, str]:
         title = d.title or default_title
@@ -559,6 +565,7 @@ class _Doc:
         results: list[dict[str, str]],
         conclusion: str | None,
         form: Document | None,
+        specimen: dict[str, str] | None = None,
     ) -> dict[str, str]:
         profile, category = _SERVICE_SECTIONS[kind]
         body: dict[str, Any] = {
@@ -573,6 +580,8 @@ class _Doc:
         body["issued"] = _instant(self.date)
         body["performer"] = [self.organization]
         body["resultsInterpreter"] = self.author  # 1..* in 6.5.0: the practitioners, else the organization
+        if specimen is not None:
+            body["specimen"] = [specimen]
         if results:
             body["result"] = results
         if conclusion is not None:
@@ -643,6 +652,41 @@ def _named(table: dict[str, tuple[str, str, str]], name: str, refs: list[dict[st
     return _coded_section(title, code, display, refs)
 
 
+def _observed(body: dict[str, Any], o: Observation) -> None:
+    """The value, absent reason, interpretation and reference range of an Observation or of a component."""
+    value = o.value
+    if isinstance(value, str):
+        body["valueString"] = value
+    elif value is not None:
+        body["valueQuantity"] = _quantity(value, o.unit)
+    if o.data_absent_reason is not None:
+        body["dataAbsentReason"] = _fixed(
+            "http://terminology.hl7.org/CodeSystem/data-absent-reason",
+            o.data_absent_reason,
+            DATA_ABSENT_REASONS[o.data_absent_reason],
+        )
+    if o.interpretation is not None:
+        known = INTERPRETATIONS.get(o.interpretation.strip().lower())
+        if known is None:
+            body["interpretation"] = [{"text": o.interpretation}]
+        else:
+            body["interpretation"] = [
+                {
+                    **_fixed("http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation", *known),
+                    "text": o.interpretation,
+                }
+            ]
+    if o.low is not None or o.high is not None or o.range_text is not None:
+        rng: dict[str, Any] = {}
+        if o.low is not None:
+            rng["low"] = _quantity(o.low, o.unit)
+        if o.high is not None:
+            rng["high"] = _quantity(o.high, o.unit)
+        if o.range_text is not None:
+            rng["text"] = o.range_text
+        body["referenceRange"] = [rng]
+
+
 def bundle_bytes(bundle: dict[str, Any]) -> bytes:
     """The bundle as compact UTF-8 JSON, keys in the builders' fixed order: the same bundle, the same bytes."""
     return _json.dumps(bundle)
@@ -666,6 +710,7 @@ def op_consult(
     family_history: Sequence[FamilyHistory] = (),
     investigation_advice: Sequence[Investigation] = (),
     medications: Sequence[Medication] = (),
+    medication_history: Sequence[MedicationHistory] = (),
     procedures: Sequence[Procedure] = (),
     follow_up: Sequence[FollowUp] = (),
     referral: Sequence[Investigation] = (),
@@ -677,7 +722,10 @@ def op_consult(
     """An OP consultation (``OPConsultRecord``, SNOMED CT 371530004): the visit's encounter (ambulatory unless
     given) and the guide's sections, each written when it has entries: chief complaints, physical examination,
     allergies, medical history, family history, investigation advice, medications, procedures, follow-up,
-    referral, documents. At least one section must have an entry.
+    referral, documents. At least one section must have an entry. The medications section holds the medication
+    history (``medication_history``: MedicationStatements, first) and the medicines prescribed (MedicationRequests),
+    as the 6.5.0 profile's ``Medications`` slice allows both. (DischargeSummaryRecord 6.5.0 allows
+    MedicationRequests only there, so :func:`discharge_summary` takes no medication history.)
 
     Judgement call: the referral section (306206005) is the guide's later ``Referral`` slice; see the module.
     """
@@ -727,6 +775,10 @@ def op_consult(
             t,
             "Medications",
             [
+                doc.medication_statement("medication-history", i, m)
+                for i, m in enumerate(_items(medication_history, MedicationHistory, "medication_history"))
+            ]
+            + [
                 doc.medication_request("medications", i, m)
                 for i, m in enumerate(_items(medications, Medication, "medications"))
             ],
@@ -822,6 +874,7 @@ def _report(
     code: Coding | None,
     timestamp: When | None,
     namespace: uuid.UUID,
+    specimen: Specimen | None = None,
 ) -> dict[str, Any]:
     doc = _Doc(RecordType.DIAGNOSTIC_REPORT, care_context_id, namespace, date, patient, organization, practitioner)
     if file is not None and not isinstance(file, Document):
@@ -830,12 +883,15 @@ def _report(
         raise InvalidRequest("conclusion must be a non-empty str")
     if code is not None and not isinstance(code, Coding):
         raise InvalidArgumentType("code must be a fhir.Coding")
+    if specimen is not None and not isinstance(specimen, Specimen):
+        raise InvalidArgumentType("specimen must be a fhir.Specimen")
     obs = _items(observations, Observation, "observations")
     if not obs and file is None:
         raise InvalidRequest("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
     category = "laboratory" if kind == "lab" else None
     results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
-    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file)
+    sample = None if specimen is None else doc.specimen(specimen)
+    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file, sample)
     refs = [report]
     return doc.finish(
         [_coded_section(title, _DIAGNOSTIC_SECTION[0], _DIAGNOSTIC_SECTION[1], refs, doc)], title, timestamp
@@ -854,6 +910,7 @@ def lab_report(
     conclusion: str | None = None,
     title: str = "Laboratory report",
     code: Coding | None = None,
+    specimen: Specimen | None = None,
     timestamp: When | None = None,
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
@@ -863,7 +920,11 @@ def lab_report(
     and the practitioner as the results' interpreter. ``code``: the panel's code (e.g. LOINC 58410-2), else the
     title is its text.
 
-    Judgement call: the one section has a title and no code (the profile lists none for it).
+    ``specimen``: the sample (a Specimen: its type, when collected and received), referenced from the report's
+    ``specimen``.
+
+    Judgement calls: the one section is coded 721981007 "Diagnostic studies report" (6.5.0 requires a code and fixes
+    none). 6.5.0's DiagnosticReportLab requires ``conclusion``; it is written when given, never made up.
     """
     file = Document(report_pdf, title=title) if isinstance(report_pdf, (bytes, bytearray, memoryview)) else report_pdf
     return _report(
@@ -880,6 +941,7 @@ def lab_report(
         code=code,
         timestamp=timestamp,
         namespace=namespace,
+        specimen=specimen,
     )
 
 
@@ -1031,6 +1093,7 @@ def immunization_record(
     date: When,
     immunizations: Sequence[Immunization],
     practitioner: People = None,
+    recommendations: Sequence[VaccineDue] = (),
     documents: Sequence[Document] = (),
     title: str | None = None,
     timestamp: When | None = None,
@@ -1038,7 +1101,9 @@ def immunization_record(
 ) -> dict[str, Any]:
     """An immunization record (``ImmunizationRecord``, SNOMED CT 41000179103): one Immunization per vaccine given
     (the vaccine, its date, the dose number, the lot) and, when given, documents (e.g. the vaccination
-    certificate), in the profile's one section."""
+    certificate), in the profile's one section. ``recommendations``: the vaccines due next (:class:`VaccineDue`), in
+    one ImmunizationRecommendation (the 6.5.0 slice allows one), each ``forecastStatus`` "due" with its date as LOINC
+    30980-7 "Date vaccine due" (as the guide's example writes it), supported by the immunizations given here."""
     doc = _Doc(RecordType.IMMUNIZATION, care_context_id, namespace, date, patient, organization, practitioner)
     refs = []
     for i, im in enumerate(_items(immunizations, Immunization, "immunizations")):
@@ -1055,12 +1120,39 @@ def immunization_record(
         if im.dose_number is not None:
             body["protocolApplied"] = [{"doseNumberPositiveInt": im.dose_number}]
         refs.append(doc.add("immunization", i, "Immunization", "Immunization", body))
+    due = _items(recommendations, VaccineDue, "recommendations")
+    if due:
+        refs.append(_recommendation(doc, due, refs))
     refs += [
         doc.document_reference("documents", i, d, "Immunization document")
         for i, d in enumerate(_items(documents, Document, "documents"))
     ]
     section = _coded_section("Immunization record", "41000179103", "Immunization record", refs, doc)
     return doc.finish([section], title, timestamp)
+
+
+def _recommendation(doc: _Doc, due: tuple[VaccineDue, ...], given: list[dict[str, str]]) -> dict[str, str]:
+    recs = []
+    for v in due:
+        rec: dict[str, Any] = {
+            "vaccineCode": [_concept(v.vaccine, v.code)],
+            "forecastStatus": _fixed(
+                "http://terminology.hl7.org/CodeSystem/immunization-recommendation-status", "due", "Due"
+            ),
+            "dateCriterion": [{"code": _fixed(LOINC, "30980-7", "Date vaccine due"), "value": _datetime(v.due)}],
+        }
+        if v.dose_number is not None:
+            rec["doseNumberPositiveInt"] = v.dose_number
+        if given:
+            rec["supportingImmunization"] = given[:]
+        recs.append(rec)
+    body = {
+        "patient": doc.patient,
+        "date": doc.date_text,
+        "authority": doc.organization,
+        "recommendation": recs,
+    }
+    return doc.add("immunization-recommendation", 0, "ImmunizationRecommendation", "ImmunizationRecommendation", body)
 
 
 def wellness_record(
@@ -1087,8 +1179,8 @@ def wellness_record(
     lifestyle, other observations, documents. Each Observation carries ``Observation`` and the section's Observation
     profile (``ObservationVitalSigns``, ...) in ``meta.profile``, as the guide's 6.5.0 example does.
 
-    Judgement call: a blood pressure is two observations (systolic, diastolic) or one text value (``"120/80"``);
-    components are not built.
+    A blood pressure is one Observation with two components: :meth:`Observation.blood_pressure` (LOINC 85354-9 with
+    8480-6 systolic and 8462-4 diastolic, as FHIR's vital-signs profile writes it).
     """
     doc = _Doc(RecordType.WELLNESS, care_context_id, namespace, date, patient, organization, practitioner)
     given = {

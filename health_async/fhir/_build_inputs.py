@@ -32,6 +32,7 @@ __all__ = [
     "Immunization",
     "Investigation",
     "InvoiceItem",
+    "MedicationHistory",
     "Medication",
     "Observation",
     "Organization",
@@ -39,6 +40,8 @@ __all__ = [
     "Practitioner",
     "PriceComponent",
     "Procedure",
+    "Specimen",
+    "VaccineDue",
 ]
 
 SNOMED: Final = "http://snomed.info/sct"
@@ -90,6 +93,14 @@ def _opt_coding(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
         if value is not None and not isinstance(value, Coding):
             raise InvalidArgumentType(f"{name} must be a fhir.Coding")
+
+    return check
+
+
+def _one_of(name: str, allowed: Any) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if value not in allowed:
+            raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}")
 
     return check
 
@@ -406,8 +417,50 @@ class Observation:
     code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Observation.code"), kw_only=True)
     date: dt.date | None = attrs.field(repr=False, default=None, validator=_opt_when("Observation.date"), kw_only=True)
     data_absent_reason: str | None = attrs.field(default=None, validator=_absent, kw_only=True)
+    #: The parts of a multi-part observation (``Observation.component``): each its name, code, value, unit, range and
+    #: interpretation (a component has no date, no components of its own).
+    components: tuple[Observation, ...] = attrs.field(repr=False, default=(), converter=_tuple, kw_only=True)
+
+    @classmethod
+    def blood_pressure(
+        cls,
+        systolic: Number,
+        diastolic: Number,
+        *,
+        unit: str = "mm[Hg]",
+        interpretation: str | None = None,
+        date: dt.date | None = None,
+    ) -> Observation:
+        """A blood pressure as the FHIR vital-signs profile writes it: LOINC 85354-9 "Blood pressure panel with all
+        children optional" with two components, 8480-6 "Systolic blood pressure" and 8462-4 "Diastolic blood
+        pressure", in ``unit`` (default ``mm[Hg]``)."""
+        return cls(
+            "Blood pressure",
+            code=Coding.loinc("85354-9", "Blood pressure panel with all children optional"),
+            interpretation=interpretation,
+            date=date,
+            components=(
+                cls(
+                    "Systolic blood pressure",
+                    value=systolic,
+                    unit=unit,
+                    code=Coding.loinc("8480-6", "Systolic blood pressure"),
+                ),
+                cls(
+                    "Diastolic blood pressure",
+                    value=diastolic,
+                    unit=unit,
+                    code=Coding.loinc("8462-4", "Diastolic blood pressure"),
+                ),
+            ),
+        )
 
     def __attrs_post_init__(self) -> None:
+        for part in self.components:
+            if not isinstance(part, Observation):
+                raise InvalidArgumentType("Observation.components must hold fhir.Observation items")
+            if part.components or part.date is not None:
+                raise InvalidRequest("Observation.components: a component has no components and no date of its own")
         if self.value is None and self.unit is not None and self.data_absent_reason is None:
             raise InvalidRequest(
                 "Observation.unit is given without Observation.value: give the value, or data_absent_reason"
@@ -416,6 +469,76 @@ class Observation:
             raise InvalidRequest("Observation.data_absent_reason is for an Observation without a value")
         if self.low is not None and self.high is not None and self.low > self.high:
             raise InvalidRequest("Observation.low must not be greater than Observation.high")
+
+
+@attrs.frozen
+class Specimen:
+    """The sample a lab report was made on (a Specimen, ``DiagnosticReport.specimen``): its type as text (``"Serum
+    specimen"``) and, when given, its SNOMED CT code; when it was collected and when the lab received it (both
+    required by the guide's 6.5.0 Specimen profile)."""
+
+    type: str = attrs.field(repr=False, validator=_text("Specimen.type"))
+    collected: dt.date = attrs.field(repr=False, validator=_opt_when("Specimen.collected"), kw_only=True)
+    received: dt.date = attrs.field(repr=False, validator=_opt_when("Specimen.received"), kw_only=True)
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("Specimen.code"), kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.collected is None or self.received is None:
+            raise InvalidArgumentType(
+                "Specimen.collected and Specimen.received must be datetime.date or datetime.datetime"
+            )
+        if self.code is not None and self.code.system != SNOMED:
+            raise InvalidRequest("Specimen.code must be a SNOMED CT code (the 6.5.0 profile fixes its system)")
+
+
+_STATEMENT_STATUSES: Final = (
+    "active",
+    "completed",
+    "entered-in-error",
+    "intended",
+    "stopped",
+    "on-hold",
+    "unknown",
+    "not-taken",
+)
+
+
+@attrs.frozen
+class MedicationHistory:
+    """A medicine the patient takes or took (a MedicationStatement: the OP consultation's medication history): its
+    text, its code when given, ``status`` (FHIR's MedicationStatement status: ``active``, ``completed``, ...), the
+    dosage as told and when it was told (``asserted``, default: the record's date)."""
+
+    text: str = attrs.field(repr=False, validator=_text("MedicationHistory.text"))
+    code: Coding | None = attrs.field(
+        repr=False, default=None, validator=_opt_coding("MedicationHistory.code"), kw_only=True
+    )
+    status: str = attrs.field(
+        default="completed", validator=_one_of("MedicationHistory.status", _STATEMENT_STATUSES), kw_only=True
+    )
+    dosage: str | None = attrs.field(
+        repr=False, default=None, validator=_opt_text("MedicationHistory.dosage"), kw_only=True
+    )
+    asserted: dt.date | None = attrs.field(
+        repr=False, default=None, validator=_opt_when("MedicationHistory.asserted"), kw_only=True
+    )
+
+
+@attrs.frozen
+class VaccineDue:
+    """A vaccine recommended (one ``recommendation`` of the ImmunizationRecord's ImmunizationRecommendation): the
+    vaccine (text, and its code when given), when it is due, and the dose number."""
+
+    vaccine: str = attrs.field(repr=False, validator=_text("VaccineDue.vaccine"))
+    due: dt.date = attrs.field(repr=False, validator=_opt_when("VaccineDue.due"), kw_only=True)
+    code: Coding | None = attrs.field(repr=False, default=None, validator=_opt_coding("VaccineDue.code"), kw_only=True)
+    dose_number: int | None = attrs.field(repr=False, default=None, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        if self.due is None:
+            raise InvalidArgumentType("VaccineDue.due must be a datetime.date or datetime.datetime")
+        if self.dose_number is not None and (type(self.dose_number) is not int or self.dose_number < 1):
+            raise InvalidRequest("VaccineDue.dose_number must be a positive int")
 
 
 @attrs.frozen
@@ -474,14 +597,6 @@ BILLING_CODES: Final = {
 }
 #: The invoice types ValueSet ndhm-invoice-types allows (a subset of the billing codes).
 INVOICE_TYPES: Final = ("consultation", "pharmacy", "ipd", "opd", "others")
-
-
-def _one_of(name: str, allowed: Any) -> Any:
-    def check(_inst: object, _attr: object, value: object) -> None:
-        if value not in allowed:
-            raise InvalidRequest(f"{name} must be one of {', '.join(allowed)}")
-
-    return check
 
 
 def _amount(name: str) -> Any:

@@ -74,6 +74,15 @@ def op_consult(n_extra: int = 0) -> dict[str, Any]:
         medications=[
             fhir.Medication("Metformin 500 mg tablet", dosage="1 tablet twice a day after food", reason="Diabetes")
         ],
+        medication_history=[
+            fhir.MedicationHistory(
+                "Telmisartan 20 mg oral tablet",
+                code=fhir.Coding.snomed("134463001", "Telmisartan 20 mg oral tablet"),
+                status="active",
+                dosage="1 tablet daily",
+                asserted=dt.date(2024, 7, 1),
+            )
+        ],
         procedures=[fhir.Procedure("Assessment of diabetic foot ulcer", date=WHEN)],
         follow_up=[fhir.FollowUp(dt.datetime(2024, 7, 24, 10, 0, tzinfo=IST), text="Review with lipid profile")],
         referral=[fhir.Investigation("Referral to podiatry")],
@@ -105,6 +114,12 @@ def lab_report(n: int = 3) -> dict[str, Any]:
         observations=lab_observations(n),
         report_pdf=PDF,
         conclusion="Raised fasting glucose",
+        specimen=fhir.Specimen(
+            "Serum specimen",
+            code=fhir.Coding.snomed("119364003", "Serum specimen"),
+            collected=dt.datetime(2024, 7, 10, 8, 30, tzinfo=IST),
+            received=dt.datetime(2024, 7, 10, 9, 15, tzinfo=IST),
+        ),
         code=fhir.Coding.loinc("24323-8", "Comprehensive metabolic 2000 panel"),
     )
 
@@ -151,6 +166,11 @@ def immunization_record() -> dict[str, Any]:
                 "Hepatitis B vaccine", date=dt.date(2024, 7, 10), dose_number=2, code=fhir.Coding.snomed("871822003")
             ),
         ],
+        recommendations=[
+            fhir.VaccineDue(
+                "Hepatitis B vaccine", due=dt.date(2025, 1, 10), dose_number=3, code=fhir.Coding.snomed("871822003")
+            )
+        ],
         documents=[fhir.Document(PDF, title="Vaccination certificate")],
     )
 
@@ -162,7 +182,7 @@ def wellness_record() -> dict[str, Any]:
         **WHO,
         vital_signs=[
             fhir.Observation("Heart rate", value=72, unit="/min", code=fhir.Coding.loinc("8867-4")),
-            fhir.Observation("Blood pressure", value="120/80", unit="mm[Hg]"),
+            fhir.Observation.blood_pressure(120, 80, interpretation="N"),
         ],
         body_measurements=[
             fhir.Observation("Body height", value=162, unit="cm"),

@@ -387,7 +387,7 @@ def test_a_large_lab_report_and_op_consult_stay_valid() -> None:
         care_context_id="big", patient=PATIENT, organization=LAB, date=WHEN, observations=observations
     )
     assert fhir.validate(bundle).ok
-    assert len(_inputs.op_consult(n_extra=23)["entry"]) == 40
+    assert len(_inputs.op_consult(n_extra=22)["entry"]) == 40
     assert fhir.validate(_inputs.op_consult(n_extra=23)).ok
 
 
@@ -538,3 +538,71 @@ def test_a_record_can_name_the_invoice_builder() -> None:
     record = fhir.Record(fhir.invoice_record, **_inputs.invoice_inputs())
     assert repr(record) == "Record(invoice_record)"
     assert record.build("INV-2024-0001") == _inputs.invoice_record()
+
+
+# ---------------------------------------------------------------------------------------- what the guide's records list
+
+
+def _resources(bundle: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [e["resource"] for e in bundle["entry"] if e["resource"]["resourceType"] == kind]
+
+
+def test_a_blood_pressure_is_one_observation_with_systolic_and_diastolic_components() -> None:
+    bundle = _inputs.wellness_record()
+    (bp,) = [o for o in _resources(bundle, "Observation") if o["code"].get("text") == "Blood pressure"]
+    assert bp["code"]["coding"][0]["code"] == "85354-9" and "valueQuantity" not in bp
+    assert bp["meta"]["profile"][1].endswith("/ObservationVitalSigns")
+    assert [(c["code"]["coding"][0]["code"], c["valueQuantity"]) for c in bp["component"]] == [
+        ("8480-6", {"value": 120, "unit": "mm[Hg]"}),
+        ("8462-4", {"value": 80, "unit": "mm[Hg]"}),
+    ]
+    assert bp["interpretation"][0]["coding"][0]["code"] == "N"
+
+
+def test_a_component_has_no_components_nor_date_of_its_own() -> None:
+    part = fhir.Observation("Systolic", value=120, unit="mm[Hg]", date=WHEN)
+    with pytest.raises(InvalidRequest, match=r"Observation\.components"):
+        fhir.Observation("Blood pressure", components=[part])
+    with pytest.raises(TypeError, match=r"Observation\.components"):
+        fhir.Observation("Blood pressure", components=["Asha"])
+
+
+def test_the_lab_report_references_its_specimen() -> None:
+    bundle = _inputs.lab_report()
+    (specimen,) = _resources(bundle, "Specimen")
+    (report,) = _resources(bundle, "DiagnosticReport")
+    assert report["specimen"] == [{"reference": "urn:uuid:" + specimen["id"]}]
+    assert specimen["type"]["coding"][0]["code"] == "119364003"
+    assert specimen["receivedTime"] == "2024-07-10T09:15:00+05:30"
+    assert specimen["collection"] == {"collectedDateTime": "2024-07-10T08:30:00+05:30"}
+    with pytest.raises(InvalidRequest, match=r"Specimen\.code"):
+        fhir.Specimen("Serum", code=fhir.Coding.loinc("1-8"), collected=WHEN, received=WHEN)
+
+
+def test_the_op_consults_medication_history_is_in_its_medications_section() -> None:
+    bundle = _inputs.op_consult()
+    (statement,) = _resources(bundle, "MedicationStatement")
+    assert statement["status"] == "active" and statement["dateAsserted"] == "2024-07-01"
+    comp = bundle["entry"][0]["resource"]
+    (meds,) = [s for s in comp["section"] if s["code"]["coding"][0]["code"] == "721912009"]
+    assert meds["entry"][0]["reference"] == "urn:uuid:" + statement["id"]
+    assert [r["resourceType"] for r in (_resources(bundle, "MedicationRequest"))] == ["MedicationRequest"]
+
+
+def test_the_immunization_record_carries_the_vaccines_due() -> None:
+    bundle = _inputs.immunization_record()
+    (rec,) = _resources(bundle, "ImmunizationRecommendation")
+    (due,) = rec["recommendation"]
+    assert due["forecastStatus"]["coding"][0]["code"] == "due" and due["doseNumberPositiveInt"] == 3
+    assert due["dateCriterion"] == [
+        {"code": {"coding": [{"system": "http://loinc.org", "code": "30980-7", "display": "Date vaccine due"}]},
+         "value": "2025-01-10"}
+    ]  # fmt: skip
+    assert len(due["supportingImmunization"]) == 2
+    section = bundle["entry"][0]["resource"]["section"][0]
+    assert [e["type"] for e in section["entry"]] == [
+        "Immunization",
+        "Immunization",
+        "ImmunizationRecommendation",
+        "DocumentReference",
+    ]
