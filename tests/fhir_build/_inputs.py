@@ -74,6 +74,15 @@ def op_consult(n_extra: int = 0) -> dict[str, Any]:
         medications=[
             fhir.Medication("Metformin 500 mg tablet", dosage="1 tablet twice a day after food", reason="Diabetes")
         ],
+        medication_history=[
+            fhir.MedicationHistory(
+                "Telmisartan 20 mg oral tablet",
+                code=fhir.Coding.snomed("134463001", "Telmisartan 20 mg oral tablet"),
+                status="active",
+                dosage="1 tablet daily",
+                asserted=dt.date(2024, 7, 1),
+            )
+        ],
         procedures=[fhir.Procedure("Assessment of diabetic foot ulcer", date=WHEN)],
         follow_up=[fhir.FollowUp(dt.datetime(2024, 7, 24, 10, 0, tzinfo=IST), text="Review with lipid profile")],
         referral=[fhir.Investigation("Referral to podiatry")],
@@ -105,6 +114,12 @@ def lab_report(n: int = 3) -> dict[str, Any]:
         observations=lab_observations(n),
         report_pdf=PDF,
         conclusion="Raised fasting glucose",
+        specimen=fhir.Specimen(
+            "Serum specimen",
+            code=fhir.Coding.snomed("119364003", "Serum specimen"),
+            collected=dt.datetime(2024, 7, 10, 8, 30, tzinfo=IST),
+            received=dt.datetime(2024, 7, 10, 9, 15, tzinfo=IST),
+        ),
         code=fhir.Coding.loinc("24323-8", "Comprehensive metabolic 2000 panel"),
     )
 
@@ -151,6 +166,11 @@ def immunization_record() -> dict[str, Any]:
                 "Hepatitis B vaccine", date=dt.date(2024, 7, 10), dose_number=2, code=fhir.Coding.snomed("871822003")
             ),
         ],
+        recommendations=[
+            fhir.VaccineDue(
+                "Hepatitis B vaccine", due=dt.date(2025, 1, 10), dose_number=3, code=fhir.Coding.snomed("871822003")
+            )
+        ],
         documents=[fhir.Document(PDF, title="Vaccination certificate")],
     )
 
@@ -162,7 +182,7 @@ def wellness_record() -> dict[str, Any]:
         **WHO,
         vital_signs=[
             fhir.Observation("Heart rate", value=72, unit="/min", code=fhir.Coding.loinc("8867-4")),
-            fhir.Observation("Blood pressure", value="120/80", unit="mm[Hg]"),
+            fhir.Observation.blood_pressure(120, 80, interpretation="N"),
         ],
         body_measurements=[
             fhir.Observation("Body height", value=162, unit="cm"),
@@ -187,6 +207,37 @@ def health_document() -> dict[str, Any]:
     )
 
 
+def invoice_record() -> dict[str, Any]:
+    return fhir.invoice_record(care_context_id="INV-2024-0001", **invoice_inputs())
+
+
+def invoice_inputs() -> dict[str, Any]:
+    gst = [fhir.PriceComponent("cgst", 6), fhir.PriceComponent("sgst", 6)]
+    return dict(
+        organization=HOSPITAL,
+        **WHO,
+        invoice_number="CA/5842",
+        invoice_type="pharmacy",
+        items=[
+            fhir.InvoiceItem(
+                "Paracetamol 1 g oral tablet",
+                category="medicines",
+                code=fhir.Coding.snomed("1172863005", "Paracetamol 1 g oral tablet"),
+                quantity=10,
+                unit="Tablet",
+                prices=[fhir.PriceComponent("mrp", 100), fhir.PriceComponent("rate", 80), *gst],
+            ),
+            fhir.InvoiceItem(
+                "Consultation",
+                category="consultation",
+                prices=[fhir.PriceComponent("rate", 500), fhir.PriceComponent("discount", 50)],
+            ),
+        ],
+        total_net=542,
+        total_gross=530,
+    )
+
+
 RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "op_consult": op_consult,
     "prescription": prescription,
@@ -196,4 +247,5 @@ RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "immunization_record": immunization_record,
     "wellness_record": wellness_record,
     "health_document": health_document,
+    "invoice_record": invoice_record,
 }
