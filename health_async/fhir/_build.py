@@ -27,7 +27,7 @@ import base64
 import datetime as dt
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .. import _json
@@ -63,6 +63,7 @@ from ._build_inputs import (
     Procedure,
     Specimen,
     VaccineDue,
+    check_coding,
 )
 from ._types import NRCES_PROFILE_BASE, RecordType
 
@@ -543,6 +544,16 @@ class _Doc:
             body["dosage"] = [{"text": m.dosage}]
         return self.add(role, i, "MedicationStatement", "MedicationStatement", body)
 
+    def media(self, i: int, image: Document) -> dict[str, str]:
+        """One of an imaging report's images (a Media: the caller's file, of the patient, taken on the date)."""
+        body: dict[str, Any] = {
+            "status": "completed",
+            "subject": self.patient,
+            "createdDateTime": self.date_text,
+            "content": _attachment(image, image.title, None),
+        }
+        return self.add("media", i, "Media", "Media", body)
+
     def document_reference(self, role: str, i: int, d: Document, default_title: str) -> dict[str, str]:
         title = d.title or default_title
         body = {
@@ -566,6 +577,7 @@ class _Doc:
         conclusion: str | None,
         form: Document | None,
         specimen: dict[str, str] | None = None,
+        media: Sequence[dict[str, str]] = (),
     ) -> dict[str, str]:
         profile, category = _SERVICE_SECTIONS[kind]
         body: dict[str, Any] = {
@@ -584,6 +596,8 @@ class _Doc:
             body["specimen"] = [specimen]
         if results:
             body["result"] = results
+        if media:
+            body["media"] = [{"link": m} for m in media]
         if conclusion is not None:
             body["conclusion"] = conclusion
         if form is not None:
@@ -859,6 +873,16 @@ def prescription(
     return doc.finish([section], title, timestamp)
 
 
+def _conclusion(value: object, field: str) -> None:
+    """A report's conclusion: 1..1 in 6.5.0's DiagnosticReportLab and DiagnosticReportImaging, the caller's."""
+    if value is None:
+        raise InvalidRequest(f"{field} is required: the guide's profile requires the report's conclusion")
+    if type(value) is not str:
+        raise InvalidArgumentType(f"{field} must be a str")
+    if not value.strip():
+        raise InvalidRequest(f"{field} must not be empty")
+
+
 def _report(
     kind: str,
     *,
@@ -875,23 +899,28 @@ def _report(
     timestamp: When | None,
     namespace: uuid.UUID,
     specimen: Specimen | None = None,
+    images: Sequence[Document] = (),
 ) -> dict[str, Any]:
     doc = _Doc(RecordType.DIAGNOSTIC_REPORT, care_context_id, namespace, date, patient, organization, practitioner)
     if file is not None and not isinstance(file, Document):
         raise InvalidArgumentType("the report's file must be a fhir.Document")
-    if conclusion is not None and (type(conclusion) is not str or not conclusion.strip()):
-        raise InvalidRequest("conclusion must be a non-empty str")
-    if code is not None and not isinstance(code, Coding):
-        raise InvalidArgumentType("code must be a fhir.Coding")
+    check_coding(code, "code")
     if specimen is not None and not isinstance(specimen, Specimen):
         raise InvalidArgumentType("specimen must be a fhir.Specimen")
     obs = _items(observations, Observation, "observations")
     if not obs and file is None:
         raise InvalidRequest("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
+    _conclusion(conclusion, "conclusion" if kind == "lab" else "text")
     category = "laboratory" if kind == "lab" else None
     results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
+    pictures = _items(images, Document, "images")
+    if kind == "imaging" and not pictures:  # 1..* in 6.5.0's DiagnosticReportImaging
+        raise InvalidRequest(
+            "images is required: the guide's profile requires the study's images (DiagnosticReport.media)"
+        )
     sample = None if specimen is None else doc.specimen(specimen)
-    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file, sample)
+    media = [doc.media(i, p) for i, p in enumerate(pictures)]
+    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file, sample, media)
     refs = [report]
     return doc.finish(
         [_coded_section(title, _DIAGNOSTIC_SECTION[0], _DIAGNOSTIC_SECTION[1], refs, doc)], title, timestamp
@@ -923,8 +952,14 @@ def lab_report(
     ``specimen``: the sample (a Specimen: its type, when collected and received), referenced from the report's
     ``specimen``.
 
-    Judgement calls: the one section is coded 721981007 "Diagnostic studies report" (6.5.0 requires a code and fixes
-    none). 6.5.0's DiagnosticReportLab requires ``conclusion``; it is written when given, never made up.
+    ``conclusion``: the report's conclusion or impression, as the lab wrote it. Required: 6.5.0's
+    DiagnosticReportLab requires ``DiagnosticReport.conclusion`` (1..1), and it is clinical content the builder
+    cannot make up, so its absence is an ``InvalidRequest`` naming ``conclusion`` (judgement call: the parameter
+    keeps its ``None`` default so that a missing one is that ``InvalidRequest``, also through :class:`Record`,
+    rather than Python's ``TypeError``). ``code``, when given, needs its display (the profile requires it).
+
+    Judgement call: the one section is coded 721981007 "Diagnostic studies report" (6.5.0 requires a code and fixes
+    none).
     """
     file = Document(report_pdf, title=title) if isinstance(report_pdf, (bytes, bytearray, memoryview)) else report_pdf
     return _report(
@@ -953,6 +988,7 @@ def imaging_report(
     date: When,
     file: Document,
     text: str | None = None,
+    images: Sequence[Document] = (),
     practitioner: People = None,
     observations: Sequence[Observation] = (),
     title: str = "Imaging report",
@@ -961,8 +997,14 @@ def imaging_report(
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
     """An imaging report (``DiagnosticReportRecord`` holding a ``DiagnosticReportImaging``): the radiologist's text
-    (``conclusion``), the report or image file as its presented form, optional measured findings as Observations,
-    and the study's code when given (e.g. LOINC 36643-5 for a chest X-ray)."""
+    (``conclusion``), the report file as its presented form, the study's images (``images``: each a
+    :class:`Document` such as a JPEG, written as a ``Media`` the report's ``media`` links to), optional measured
+    findings as Observations, and the study's code when given, with its display (e.g. LOINC 36643-5 "XR Chest 2
+    Views").
+
+    ``text`` and ``images`` are required: 6.5.0's DiagnosticReportImaging requires ``conclusion`` (1..1) and
+    ``media`` (1..*); both are the caller's, so their absence is an ``InvalidRequest`` naming the field.
+    """
     return _report(
         "imaging",
         care_context_id=care_context_id,
@@ -977,6 +1019,7 @@ def imaging_report(
         code=code,
         timestamp=timestamp,
         namespace=namespace,
+        images=images,
     )
 
 
@@ -994,6 +1037,7 @@ def discharge_summary(
     medical_history: Sequence[Condition | Procedure] = (),
     family_history: Sequence[FamilyHistory] = (),
     investigations: Sequence[Observation] = (),
+    investigations_conclusion: str | None = None,
     medications: Sequence[Medication] = (),
     procedures: Sequence[Procedure] = (),
     care_plan: str | None = None,
@@ -1006,6 +1050,10 @@ def discharge_summary(
     given) and the guide's sections: chief complaints, physical examination, allergies, medical history, family
     history, investigations (the results, in one lab DiagnosticReport), medications, procedures, the care plan
     (text, a CarePlan) and documents.
+
+    ``investigations_conclusion``: the conclusion of the investigations' report, required with ``investigations``:
+    the section holds DiagnosticReportLab (6.5.0), which requires ``conclusion`` (1..1); the builder does not make
+    one up, so ``investigations`` without it is an ``InvalidRequest`` naming ``investigations_conclusion``.
     """
     doc = _Doc(RecordType.DISCHARGE_SUMMARY, care_context_id, namespace, date, patient, organization, practitioner)
     doc.add_encounter(encounter, "inpatient")
@@ -1014,6 +1062,8 @@ def discharge_summary(
         doc.observation("investigations", i, o, category="laboratory")
         for i, o in enumerate(_items(investigations, Observation, "investigations"))
     ]
+    if results:
+        _conclusion(investigations_conclusion, "investigations_conclusion")
     sections = [
         _named(
             t,
@@ -1048,7 +1098,11 @@ def discharge_summary(
         _named(
             t,
             "Investigations",
-            [doc.diagnostic_report("investigations-report", "lab", "Investigations", None, results, None, None)]
+            [
+                doc.diagnostic_report(
+                    "investigations-report", "lab", "Investigations", None, results, investigations_conclusion, None
+                )
+            ]
             if results
             else [],
         ),
@@ -1341,6 +1395,8 @@ def from_processing_result(
     care_context_id: str,
     patient: Patient,
     organization: Organization,
+    conclusion: str | None = None,
+    loinc_displays: Mapping[str, str] | None = None,
     practitioner: People = None,
     original_file: bytes | None = None,
     content_type: str = "application/pdf",
@@ -1351,8 +1407,16 @@ def from_processing_result(
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
     """A records-service result to a lab report (:func:`lab_report`): each extracted test an Observation (its name,
-    value, unit, the report's range, its LOINC code when the service found one), the original file as the report's
-    presented form when given, the report's date.
+    value, unit, the report's range, its LOINC code when the service found one and its display is known), the
+    original file as the report's presented form when given, the report's date.
+
+    ``conclusion``: the report's conclusion, required as in :func:`lab_report` (the guide requires it; a result
+    carries none, and the builder does not write one): without it, an ``InvalidRequest`` naming ``conclusion``.
+
+    ``loinc_displays``: LOINC's display of a code (``{"718-7": "Hemoglobin [Mass/volume] in Blood"}``). The guide
+    requires the display of every LOINC coding and a result gives the code only; judgement call: a test whose code's
+    display is not given here is written with its name as the code's text and no coding (the service's test name is
+    not LOINC's display, and a coding without one would not validate).
 
     ``result`` is a :class:`~health_async.models.ProcessingResult` (its ``tests``) or a document's
     :class:`~health_async.models.SmartReport` (its ``verified`` items; ``include_unverified=True`` adds the
@@ -1367,7 +1431,8 @@ def from_processing_result(
     """
     found: list[Observation | None]
     if isinstance(result, ProcessingResult):
-        found = [_from_test(t) for t in result.tests]
+        displays = dict(loinc_displays or {})
+        found = [_from_test(t, displays) for t in result.tests]
         if date is None:
             date = _pii_date(result)
     elif isinstance(result, SmartReport):
@@ -1389,6 +1454,7 @@ def from_processing_result(
         observations=observations,
         practitioner=practitioner,
         report_pdf=file,
+        conclusion=conclusion,
         title=title,
         timestamp=timestamp,
         namespace=namespace,
@@ -1407,7 +1473,7 @@ def _plain_number(text: str | None) -> float | int | None:
     return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
 
 
-def _from_test(test: Any) -> Observation | None:
+def _from_test(test: Any, displays: Mapping[str, str]) -> Observation | None:
     if not test.name or not test.name.strip():
         return None
     number = _plain_number(test.value)
@@ -1421,7 +1487,7 @@ def _from_test(test: Any) -> Observation | None:
         low=low,
         high=high,
         range_text=test.display_range or None,
-        code=Coding.loinc(test.loinc_id) if test.loinc_id else None,
+        code=Coding.loinc(test.loinc_id, displays[test.loinc_id]) if test.loinc_id in displays else None,
     )
 
 

@@ -91,10 +91,23 @@ def _opt_number(name: str) -> Any:
 
 def _opt_coding(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
-        if value is not None and not isinstance(value, Coding):
-            raise InvalidArgumentType(f"{name} must be a fhir.Coding")
+        check_coding(value, name)
 
     return check
+
+
+def check_coding(value: object, name: str) -> None:
+    """Refuse what is not a :class:`Coding` (``None`` passes), and a ``Coding`` without its display: the guide's
+    profiles (6.5.0 and 2.0.1) require ``coding.display`` (1..1) on every coding the builders write."""
+    if value is None:
+        return
+    if not isinstance(value, Coding):
+        raise InvalidArgumentType(f"{name} must be a fhir.Coding")
+    if value.display is None:
+        raise InvalidRequest(
+            f"{name}.display is required: the guide's profiles require the display of every code "
+            "(e.g. fhir.Coding.loinc(code, display))"
+        )
 
 
 def _one_of(name: str, allowed: Any) -> Any:
@@ -113,6 +126,11 @@ def _tuple(value: Sequence[Any] | None) -> tuple[Any, ...]:
 class Coding:
     """A code the caller gives (SNOMED CT, LOINC, ...): the builders put it in a CodeableConcept beside the text.
     They never make one up: without a ``Coding`` an element carries its text only.
+
+    ``display`` is the code system's own name of the code (LOINC's long common name, SNOMED CT's preferred term),
+    not the caller's wording (that is the element's text). The guide's profiles require it on every coding they
+    constrain, so a builder refuses a ``Coding`` without one (``InvalidRequest`` naming the field); judgement call:
+    it is not looked up nor copied from the text, which would put words in the code system's mouth.
 
     ``repr`` shows the system, not the code (a diagnosis code is health data).
     """

@@ -11,7 +11,8 @@
 * ``fhir show FILE`` (``-``: stdin): :func:`health_async.fhir.read`, written for a person (record type, date,
   title, patient, facility, authors, observations, medications, conditions, allergies, procedures,
   immunizations, attachments); ``--json``: the same as one JSON object.
-* ``fhir from-result DOCUMENT_ID --patient-name ... --abha-address ... --facility-id ... --facility-name ...``:
+* ``fhir from-result DOCUMENT_ID --patient-name ... --abha-address ... --facility-id ... --facility-name ...
+  --conclusion ...``:
   the document's processing result (``client.documents.result``; ``--wait``: ``wait_for_result``) built into a
   DiagnosticReportRecord bundle (``health_async.fhir.from_processing_result``, through :func:`build_lab_bundle`),
   validated, then written to ``--out FILE`` (atomically, mode 0600) or to stdout as one JSON line. A bundle with
@@ -384,10 +385,14 @@ def build_lab_bundle(
     patient: dict[str, Any],
     organization: dict[str, Any],
     care_context_id: str,
+    conclusion: str,
     original_file: bytes | None = None,
     content_type: str = "application/pdf",
 ) -> dict[str, Any]:
     """The one place that calls the library's FHIR builder: ``result`` as a DiagnosticReportRecord bundle.
+
+    ``conclusion``: the report's conclusion, as the lab wrote it (the guide's DiagnosticReportLab requires one and a
+    processing result has none).
 
     ``patient`` and ``organization`` are the keywords of ``fhir.Patient`` and ``fhir.Organization`` (only those
     the user gave: the builder's own defaults apply to the rest). A value the builder refuses is its ``TypeError``
@@ -399,6 +404,7 @@ def build_lab_bundle(
         patient=fhir.Patient(**patient),
         organization=fhir.Organization(**organization),
         care_context_id=care_context_id,
+        conclusion=conclusion,
         original_file=original_file,
         content_type=content_type,
     )
@@ -458,6 +464,7 @@ async def cmd_from_result(args: argparse.Namespace) -> int:
             patient=_patient_fields(args),
             organization={"name": args.facility_name, "facility_id": args.facility_id},
             care_context_id=args.care_context_id or args.document_id,
+            conclusion=args.conclusion,
             original_file=original,
             content_type=args.content_type,
         )
@@ -554,6 +561,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument("--hospital-id", help="the patient's id at the facility (MRN)")
     p.add_argument("--facility-id", required=True, help="the facility's HFR id")
     p.add_argument("--facility-name", required=True, help="the facility's name")
+    p.add_argument(
+        "--conclusion", required=True, help="the report's conclusion, as the lab wrote it (the guide requires one)"
+    )
     p.add_argument("--care-context-id", help="the care context the bundle is for (default: DOCUMENT_ID)")
     p.add_argument("--original", metavar="FILE", help="attach the original report file to the bundle")
     p.add_argument("--content-type", default="application/pdf", help="of --original (default application/pdf)")
