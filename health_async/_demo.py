@@ -155,6 +155,7 @@ async def lab_report_to_requester(server: FakeHealthServer, client: HealthClient
         care_context_id=up.document_id,
         patient=fhir.Patient(profile.full_name or "Demo Patient", abha_address="demo.patient@sbx", hospital_id=user),
         organization=fhir.Organization("Demo Hospital", facility_id=DEMO_HIP),
+        conclusion="Reviewed; see the attached report.",  # the lab's own words; the guide requires a conclusion
         original_file=SAMPLE_PDF,
     )
     report = fhir.validate(bundle)

@@ -16,7 +16,15 @@ Re-run (standard library only; writes the file and prints its size)::
 
 then ``ruff format health_async/fhir/_r4.py``. What it keeps, per resource type, data type and backbone
 element (``Bundle.entry``): each JSON property -> (type, min, repeats, choice group); the required
-elements and choice groups; and, per primitive type, its JSON kind and HL7's regex.
+elements and choice groups; per primitive type, its JSON kind and HL7's regex; per Reference element, the resource
+types its ``targetProfile`` allows (left out where any resource is allowed); and every R4 resource type, from
+``codesystem-resource-types.json`` (R4's ``http://hl7.org/fhir/resource-types``, the abstract Resource and
+DomainResource left out).
+
+One correction to the snapshots: R4's StructureDefinitions type ``Resource.id`` as ``System.String`` with
+fhir-type ``string`` (an artefact of how R4 represents the types of ``id`` elements); R4 itself says a resource's
+``id`` is of type ``id`` (``resource.html``; ``fhir.schema.json`` of the same commit: ``"$ref": "#/definitions/id"``),
+so a resource's top-level ``id`` is typed ``id`` here. ``Element.id`` stays ``string`` (R4 says so too).
 """
 
 from __future__ import annotations
@@ -68,8 +76,32 @@ def _type_code(t: dict[str, Any]) -> str:
     return code
 
 
-def _table(sd: dict[str, Any], name: str, types: dict[str, Any], wanted: set[str]) -> None:
-    """Add the elements of one StructureDefinition's snapshot to ``types`` (its backbones as ``Path.x``)."""
+_PROFILE = "http://hl7.org/fhir/StructureDefinition/"
+
+
+def _targets(e: dict[str, Any], leaf: str) -> dict[str, tuple[str, ...]]:
+    """JSON name -> the resource types R4's ``targetProfile`` allows, for each Reference type of element ``e``."""
+    out: dict[str, tuple[str, ...]] = {}
+    for t in e["type"]:
+        if t["code"] != "Reference":
+            continue
+        allowed = tuple(p[len(_PROFILE) :] for p in t.get("targetProfile", ()))
+        if not allowed or "Resource" in allowed:
+            continue  # any resource
+        assert all(p.startswith(_PROFILE) for p in t["targetProfile"]), e["path"]
+        out[leaf[:-3] + "Reference" if leaf.endswith("[x]") else leaf] = allowed
+    return out
+
+
+def _table(
+    sd: dict[str, Any],
+    name: str,
+    types: dict[str, Any],
+    wanted: set[str],
+    targets: dict[str, dict[str, tuple[str, ...]]],
+) -> None:
+    """Add the elements of one StructureDefinition's snapshot to ``types`` (its backbones as ``Path.x``) and its
+    Reference elements' allowed target types to ``targets``."""
     base = sd["type"]
     elements = sd["snapshot"]["element"]
     paths_with_children = {e["path"].rsplit(".", 1)[0] for e in elements if "." in e["path"]}
@@ -87,6 +119,11 @@ def _table(sd: dict[str, Any], name: str, types: dict[str, Any], wanted: set[str
             table[leaf] = ((name + ref[len(base) :],), minimum, many)
             continue
         codes = [_type_code(t) for t in e["type"]]
+        if sd["kind"] == "resource" and e["path"] == f"{base}.id":
+            codes = ["id"]  # see the module docstring: R4 says a resource's id is of type id
+        found = _targets(e, leaf)
+        if found:
+            targets.setdefault(owner, {}).update(found)
         if e["path"] in paths_with_children and codes in (["BackboneElement"], ["Element"]):
             codes = [name + e["path"][len(base) :]]
         else:
@@ -96,11 +133,17 @@ def _table(sd: dict[str, Any], name: str, types: dict[str, Any], wanted: set[str
 
 def generate(read: Any) -> str:
     types: dict[str, dict[str, tuple[tuple[str, ...], int, bool]]] = {}
-    wanted: set[str] = set()
+    wanted: set[str] = {"Element"}  # the type of a primitive's extension in JSON (``_birthDate``)
+    targets: dict[str, dict[str, tuple[str, ...]]] = {}
     for resource in RESOURCES:
         sd = read(f"{resource.lower()}.profile.json")
         assert sd["fhirVersion"] == "4.0.1", resource
-        _table(sd, resource, types, wanted)
+        _table(sd, resource, types, wanted, targets)
+    codes = read("codesystem-resource-types.json")
+    assert codes["version"] == "4.0.1" and codes["url"] == "http://hl7.org/fhir/resource-types"
+    abstract = {n for n in ("Resource", "DomainResource") if read(f"{n.lower()}.profile.json")["abstract"]}
+    all_resources = sorted(c["code"] for c in codes["concept"] if c["code"] not in abstract)
+    assert set(RESOURCES) <= set(all_resources)
     by_id = {e["resource"]["id"]: e["resource"] for e in read("profiles-types.json")["entry"]}
     primitives: dict[str, tuple[str, str | None]] = {}
     done: set[str] = set()
@@ -120,7 +163,7 @@ def generate(read: Any) -> str:
                 kind = "integer"
             primitives[name] = (kind, regex)
         else:
-            _table(sd, name, types, wanted)
+            _table(sd, name, types, wanted, targets)
     lines = [
         '"""FHIR R4 (4.0.1) structure tables. GENERATED: do not edit by hand.',
         "",
@@ -131,7 +174,9 @@ def generate(read: Any) -> str:
         "``ELEMENTS[type][json name] = (types, min, repeats, choice group)``: a choice ``value[x]`` is one entry per",
         "allowed type (``valueQuantity``, ...) with group ``value``; a backbone element's type is its path",
         "(``Bundle.entry``). ``REQUIRED[type]``: names (or choice groups) with min >= 1. ``PRIMITIVES[type] =",
-        "(JSON kind, HL7 regex)``. ``RESOURCES``: the resource types described here.",
+        "(JSON kind, HL7 regex)``. ``RESOURCES``: the resource types described here; ``ALL_RESOURCES``: every R4",
+        "resource type. ``TARGETS[type][json name]``: the resource types a Reference element may point at (R4's",
+        "``targetProfile``; an element absent here may point at any resource).",
         '"""',
         "",
         "from typing import Final",
@@ -139,6 +184,7 @@ def generate(read: Any) -> str:
         "# ruff: noqa: E501",
         "# fmt: off",
         f"RESOURCES: Final = frozenset({sorted(RESOURCES)!r})",
+        f"ALL_RESOURCES: Final = frozenset({all_resources!r})",
         "",
         "PRIMITIVES: Final[dict[str, tuple[str, str | None]]] = {",
     ]
@@ -164,6 +210,12 @@ def generate(read: Any) -> str:
     lines += ["}", "", "REQUIRED: Final[dict[str, tuple[str, ...]]] = {"]
     for owner in sorted(required):
         lines.append(f"    {owner!r}: {tuple(required[owner])!r},")
+    lines += ["}", "", "TARGETS: Final[dict[str, dict[str, tuple[str, ...]]]] = {"]
+    for owner in sorted(targets):
+        lines.append(f"    {owner!r}: {{")
+        for leaf in sorted(targets[owner]):
+            lines.append(f"        {leaf!r}: {targets[owner][leaf]!r},")
+        lines.append("    },")
     lines += ["}", "# fmt: on", ""]
     return "\n".join(lines)
 

@@ -1,10 +1,15 @@
 """The builders: one function per ABDM record type, from typed inputs (``_build_inputs.py``) to the FHIR R4
 ``document`` Bundle as it must be sent (a dict; :func:`bundle_bytes` gives its JSON).
 
+The guide written is NRCeS's "FHIR Implementation Guide for ABDM" 6.5.0 (:data:`GUIDE_VERSION`): its profiles'
+fixed values, section slices and cardinalities, with the guide's 6.5.0 examples as the model of each shape.
+
 What every bundle has: the Composition first; ``urn:uuid:`` full URLs and references; the guide's ``meta.profile``
-on every resource (``DocumentBundle`` on the Bundle); the record's SNOMED CT Composition type and the section codes
-the guide lists (``_rules.py``, the declarations :func:`~health_async.fhir.validate` checks); an identifier and a
-timestamp with India's offset (+05:30).
+on every resource (``DocumentBundle`` on the Bundle; a wellness Observation carries ``Observation`` and its
+section's profile, as the guide's examples do); the record's SNOMED CT Composition type and display and the section
+codes and displays the 6.5.0 profiles fix (the tables below); in the single-section records (prescription, lab and
+imaging report, immunization, invoice) each section entry names its resource type (``entry.type``, the slices'
+discriminator); an identifier and a timestamp with India's offset (+05:30).
 
 Deterministic: the same input gives the same bytes. Every id is ``uuid5(namespace, f"{care_context_id}/{role}/{i}")``
 (``role`` the resource's place, e.g. ``observation``, ``allergies``; ``i`` its index there), keys are written in a
@@ -22,17 +27,22 @@ import base64
 import datetime as dt
 import hashlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from .. import _json
 from .._wire import epoch_datetime
+from ..errors import InvalidArgumentType, InvalidRequest
 from ..models.records._documents import ReportItem, SmartReport
 from ..models.records._processing import ProcessingResult
-from . import _rules
 from ._build_inputs import (
     _ENCOUNTER_CLASSES,
+    BILLING_CODES,
+    DATA_ABSENT_REASONS,
     INTERPRETATIONS,
+    INVOICE_TYPES,
+    LOINC,
+    PRICE_COMPONENTS,
     SNOMED,
     Allergy,
     Coding,
@@ -43,12 +53,17 @@ from ._build_inputs import (
     FollowUp,
     Immunization,
     Investigation,
+    InvoiceItem,
     Medication,
+    MedicationHistory,
     Observation,
     Organization,
     Patient,
     Practitioner,
     Procedure,
+    Specimen,
+    VaccineDue,
+    check_coding,
 )
 from ._types import NRCES_PROFILE_BASE, RecordType
 
@@ -61,6 +76,7 @@ __all__ = [
     "health_document",
     "imaging_report",
     "immunization_record",
+    "invoice_record",
     "lab_report",
     "op_consult",
     "prescription",
@@ -83,52 +99,67 @@ _HEALTH_ID: Final = "https://healthid.ndhm.gov.in"
 _DOCTOR_ID: Final = "https://doctor.ndhm.gov.in"
 _FACILITY_ID: Final = "https://facility.ndhm.gov.in"
 _RFC3986: Final = "urn:ietf:rfc:3986"
+_NDHM_CS: Final = "https://nrces.in/ndhm/fhir/r4/CodeSystem/"
+_NDHM_IDENTIFIER_TYPE: Final = _NDHM_CS + "ndhm-identifier-type-code"
 
-_COMPOSITION_CODES: Final = {c.record_type: c.code for c in _rules.COMPOSITION_TYPES}
-#: The Composition type and title of each record type (display as in the guide's examples). Judgement call: the
-#: DiagnosticReportRecord's type is not fixed by the profile (1..1); the guide's examples use 721981007
-#: "Diagnostic studies report", so it is used here. WellnessRecord's is text only, as in the guide's v6 example.
-_DOCUMENT: Final = {
-    RecordType.OP_CONSULT: ("Clinical consultation report", "Consultation Report"),
-    RecordType.PRESCRIPTION: ("Prescription record", "Prescription record"),
-    RecordType.DIAGNOSTIC_REPORT: ("Diagnostic studies report", "Diagnostic Report"),
-    RecordType.DISCHARGE_SUMMARY: ("Discharge summary", "Discharge Summary"),
-    RecordType.IMMUNIZATION: ("Immunization record", "Immunization record"),
-    RecordType.WELLNESS: (None, "Wellness Record"),
-    RecordType.HEALTH_DOCUMENT: ("Record artifact", "Health Document"),
-}
-_DIAGNOSTIC_REPORT_TYPE: Final = "721981007"
+#: The guide's version the builders write (the profiles below are read from its package, ``ndhm.in`` 6.5.0).
+GUIDE_VERSION: Final = "6.5.0"
 
-_SECTION_CODES: Final = {(s.record_type, s.name): s.code for s in _rules.SECTION_RULES}
-#: (title, display of the SNOMED CT code) of each named section, as in the guide's examples.
-_SECTION_TEXT: Final = {
-    "ChiefComplaints": ("Chief complaints", "Chief complaint section"),
-    "PhysicalExamination": ("Physical examination", "Physical examination section"),
-    "Allergies": ("Allergies", "Allergy record"),
-    "FamilyHistory": ("Family history", "Family history section"),
-    "InvestigationAdvice": ("Investigation Advice", "Order document"),
-    "Medications": ("Medications", "Medication summary document"),
-    "FollowUp": ("Follow Up", "Outpatient care plan"),
-    "Procedure": ("Procedure", "Clinical procedure report"),
-    "Investigations": ("Investigations", "Diagnostic studies report"),
-    "Procedures": ("Procedures", "History of past procedure section"),
-    "CarePlan": ("Care Plan", "Care plan"),
+#: The Composition type of each record type: (SNOMED CT code, its display fixed by the 6.5.0 profile, type.text).
+#: Judgement call: DiagnosticReportRecord's code is not fixed (1..1, bound to ndhm-diagnostic-report-type); the
+#: guide's examples use 721981007 "Diagnostic studies report", so it is used here. WellnessRecord and InvoiceRecord
+#: have no coding: their profiles fix ``type.text`` only ("Wellness Record", "Invoice Record").
+_DOCUMENT: Final[dict[RecordType, tuple[str | None, str | None, str]]] = {
+    RecordType.OP_CONSULT: ("371530004", "Clinical consultation report", "Clinical Consultation report"),
+    RecordType.PRESCRIPTION: ("440545006", "Prescription record", "Prescription record"),
+    RecordType.DIAGNOSTIC_REPORT: ("721981007", "Diagnostic studies report", "Diagnostic Report"),
+    RecordType.DISCHARGE_SUMMARY: ("373942005", "Discharge summary", "Discharge Summary"),
+    RecordType.IMMUNIZATION: ("41000179103", "Immunization record", "Immunization record"),
+    RecordType.WELLNESS: (None, None, "Wellness Record"),
+    RecordType.HEALTH_DOCUMENT: ("419891008", "Record artifact", "Record artifact"),
+    RecordType.INVOICE: (None, None, "Invoice Record"),
 }
-_OP_TEXT: Final = {
-    **_SECTION_TEXT,
-    "MedicalHistory": ("Medical History", "History and physical report"),
-    "DocumentReference": ("Document Reference", "Clinical consultation report"),
+#: The Composition's default title of each record type, as in the guide's examples.
+_TITLE: Final = {
+    RecordType.OP_CONSULT: "Consultation Report",
+    RecordType.PRESCRIPTION: "Prescription record",
+    RecordType.DIAGNOSTIC_REPORT: "Diagnostic Report",
+    RecordType.DISCHARGE_SUMMARY: "Discharge Summary",
+    RecordType.IMMUNIZATION: "Immunization record",
+    RecordType.WELLNESS: "Wellness Record",
+    RecordType.HEALTH_DOCUMENT: "Health Document",
+    RecordType.INVOICE: "Invoice Record",
 }
-_DS_TEXT: Final = {
-    **_SECTION_TEXT,
-    "MedicalHistory": ("Medical History", "Past medical history section"),
-    "Medications": ("Medications", "Medication history section"),
-    "DocumentReference": ("Document Reference", "Discharge summary"),
+
+#: The named sections of OPConsultRecord 6.5.0: (title as in the guide's examples, SNOMED CT code and display fixed
+#: by the profile's slice ``Composition.section:<name>``).
+_OP_SECTIONS: Final = {
+    "ChiefComplaints": ("Chief complaints", "422843007", "Chief complaint section"),
+    "PhysicalExamination": ("Physical examination", "425044008", "Physical exam section"),
+    "Allergies": ("Allergies", "722446000", "Allergy record"),
+    "MedicalHistory": ("Medical History", "371529009", "History and physical report"),
+    "FamilyHistory": ("Family history", "422432008", "Family history section"),
+    "InvestigationAdvice": ("Investigation Advice", "721963009", "Order document"),
+    "Medications": ("Medications", "721912009", "Medication summary document"),
+    "FollowUp": ("Follow Up", "390906007", "Follow-up encounter"),
+    "Procedure": ("Procedure", "371525003", "Clinical procedure report"),
+    "Referral": ("Referral", "306206005", "Referral to service"),
+    "OtherObservations": ("Other Observations", "404684003", "Clinical finding"),
+    "DocumentReference": ("Document Reference", "371530004", "Clinical consultation report"),
 }
-#: Judgement call: the referral of an OP consultation goes in a section coded 306206005 "Referral to service", the
-#: ``Referral`` slice of the guide's later versions; the 2.0.1 rules checked by ``validate`` do not name it, so it is
-#: reported there as a warning (open slicing), not an error.
-_REFERRAL: Final = ("Referral", "306206005", "Referral to service")
+#: The named sections of DischargeSummaryRecord 6.5.0, as :data:`_OP_SECTIONS`.
+_DS_SECTIONS: Final = {
+    "ChiefComplaints": ("Chief complaints", "422843007", "Chief complaint section"),
+    "PhysicalExamination": ("Physical examination", "425044008", "Physical exam section"),
+    "Allergies": ("Allergies", "722446000", "Allergy record"),
+    "MedicalHistory": ("Medical History", "1003642006", "Past medical history section"),
+    "FamilyHistory": ("Family history", "422432008", "Family history section"),
+    "Investigations": ("Investigations", "721981007", "Diagnostic studies report"),
+    "Medications": ("Medications", "1003606003", "Medication history section"),
+    "Procedures": ("Procedures", "1003640003", "History of past procedure section"),
+    "CarePlan": ("Care Plan", "734163000", "Care plan"),
+    "DocumentReference": ("Document Reference", "373942005", "Discharge summary"),
+}
 _WELLNESS: Final = {
     "VitalSigns": ("Vital Signs", "ObservationVitalSigns"),
     "BodyMeasurement": ("Body Measurement", "ObservationBodyMeasurement"),
@@ -136,11 +167,17 @@ _WELLNESS: Final = {
     "GeneralAssessment": ("General Assessment", "ObservationGeneralAssessment"),
     "WomenHealth": ("Women Health", "ObservationWomenHealth"),
     "Lifestyle": ("Lifestyle", "ObservationLifestyle"),
-    "OtherObservations": ("Other Observations", "Observation"),
+    "OtherObservations": ("Other Observations", None),
 }
+#: The DiagnosticReport profile and its category text of each kind. Judgement call: 6.5.0 fixes the category's coding
+#: system to SNOMED CT without fixing a code (the examples write specific services, e.g. 708196005 "Hematology
+#: service"); the builders write the category as text only rather than choose a clinical code.
+#: The one section of a DiagnosticReportRecord: its code is required (1..1) and not fixed by 6.5.0. Judgement call:
+#: the Composition's own type, 721981007 "Diagnostic studies report" (the examples use a specific report type).
+_DIAGNOSTIC_SECTION: Final = ("721981007", "Diagnostic studies report")
 _SERVICE_SECTIONS: Final = {
-    "lab": ("DiagnosticReportLab", "LAB", "Laboratory"),
-    "imaging": ("DiagnosticReportImaging", "RAD", "Radiology"),
+    "lab": ("DiagnosticReportLab", "Laboratory"),
+    "imaging": ("DiagnosticReportImaging", "Radiology"),
 }
 
 
@@ -164,7 +201,7 @@ def _instant(value: When) -> str:
 
 def _check_when(value: object, name: str) -> When:
     if not isinstance(value, dt.date):
-        raise TypeError(f"{name} must be a datetime.date or datetime.datetime")
+        raise InvalidArgumentType(f"{name} must be a datetime.date or datetime.datetime")
     return value
 
 
@@ -200,6 +237,14 @@ def _identifier(system: str | None, value: str, type_code: tuple[str, str] | Non
     return out
 
 
+def _abha_identifier(value: str, text: str) -> dict[str, Any]:
+    """An ABHA identifier: 6.5.0 requires ``Patient.identifier.type`` (bound to ndhm-identifier-type-code), so it
+    carries that code system's ``ABHA`` code, and ``text`` says which of the account's two identifiers it is."""
+    kind = _fixed(_NDHM_IDENTIFIER_TYPE, "ABHA", "Ayushman Bharat Health Account (ABHA) ID")
+    kind["text"] = text
+    return {"type": kind, "system": _HEALTH_ID, "value": value}
+
+
 def _attachment(doc: Document, title: str | None, created: When | None) -> dict[str, Any]:
     out: dict[str, Any] = {"contentType": doc.content_type, "data": base64.b64encode(doc.data).decode("ascii")}
     if title is not None:
@@ -220,19 +265,26 @@ def _people(practitioner: People) -> tuple[Practitioner, ...]:
         return (practitioner,)
     out = tuple(practitioner)
     if not all(isinstance(p, Practitioner) for p in out):
-        raise TypeError("practitioner must be a fhir.Practitioner or a sequence of them")
+        raise InvalidArgumentType("practitioner must be a fhir.Practitioner or a sequence of them")
     return out
 
 
 def _items(value: Sequence[Any] | None, kind: type | tuple[type, ...], name: str) -> tuple[Any, ...]:
+    """A sequence input as a tuple; :class:`InvalidArgumentType` naming the field for one item where a list is
+    expected (``observations=fhir.Observation(...)``), a str, anything not iterable, or an item of another type."""
     if value is None:
         return ()
-    if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a sequence")
-    out = tuple(value)
+    names = " or ".join("fhir." + k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+    if isinstance(value, kind):
+        raise InvalidArgumentType(f"{name} must be a list of {names}, not one: wrap it in [...]")
+    if isinstance(value, (str, bytes, dict)):
+        raise InvalidArgumentType(f"{name} must be a list of {names}")
+    try:
+        out = tuple(value)
+    except TypeError:
+        raise InvalidArgumentType(f"{name} must be a list of {names}") from None
     if not all(isinstance(v, kind) for v in out):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise TypeError(f"{name} must hold fhir.{names} items")
+        raise InvalidArgumentType(f"{name} must hold {names} items")
     return out
 
 
@@ -244,6 +296,7 @@ class _Doc:
 
     __slots__ = (
         "_entries",
+        "_kinds",
         "_prefix",
         "author",
         "date",
@@ -265,13 +318,13 @@ class _Doc:
         practitioner: People,
     ) -> None:
         if type(care_context_id) is not str or not care_context_id:
-            raise ValueError("care_context_id must be a non-empty str")
+            raise InvalidRequest("care_context_id must be a non-empty str")
         if not isinstance(namespace, uuid.UUID):
-            raise TypeError("namespace must be a uuid.UUID")
+            raise InvalidArgumentType("namespace must be a uuid.UUID")
         if not isinstance(patient, Patient):
-            raise TypeError("patient must be a fhir.Patient")
+            raise InvalidArgumentType("patient must be a fhir.Patient")
         if not isinstance(organization, Organization):
-            raise TypeError("organization must be a fhir.Organization")
+            raise InvalidArgumentType("organization must be a fhir.Organization")
         self.record = record
         # uuid5 by hand (the same value as uuid.uuid5(namespace, name)), the common prefix hashed once: the ids are
         # a third of a lab report's build time otherwise.
@@ -279,6 +332,7 @@ class _Doc:
         self.date = _check_when(date, "date")
         self.date_text = _datetime(self.date)
         self._entries: list[dict[str, Any]] = [{}]  # the Composition's place
+        self._kinds: dict[str, str] = {}
         self.patient = self._patient(patient)
         people = [self._practitioner(p, i) for i, p in enumerate(_people(practitioner))]
         self.organization = self._organization(organization)
@@ -295,25 +349,36 @@ class _Doc:
         h = d.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
-    def add(self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any]) -> dict[str, str]:
-        """Append a resource; its reference."""
+    def add(
+        self, role: str, index: int, kind: str, profile: str | None, body: dict[str, Any], extra: str | None = None
+    ) -> dict[str, str]:
+        """Append a resource (``extra``: a second profile, after ``profile``, as the guide's wellness examples
+        write theirs); its reference."""
         rid = self.uid(role, index)
         url = "urn:uuid:" + rid
         res: dict[str, Any] = {"resourceType": kind, "id": rid}
         if profile is not None:
-            res["meta"] = {"profile": [NRCES_PROFILE_BASE + profile]}
+            profiles = [NRCES_PROFILE_BASE + profile]
+            if extra is not None:
+                profiles.append(NRCES_PROFILE_BASE + extra)
+            res["meta"] = {"profile": profiles}
+        self._kinds[url] = kind
         res.update(body)
         self._entries.append({"fullUrl": url, "resource": res})
         return {"reference": url}
+
+    def typed(self, ref: dict[str, str]) -> dict[str, str]:
+        """A section entry naming its resource type: ``{"reference": ..., "type": "MedicationRequest"}``."""
+        return {"reference": ref["reference"], "type": self._kinds[ref["reference"]]}
 
     # ------------------------------------------------------------------------------------- who
 
     def _patient(self, p: Patient) -> dict[str, str]:
         ids = []
         if p.abha_number is not None:
-            ids.append(_identifier(_HEALTH_ID, p.abha_number))
+            ids.append(_abha_identifier(p.abha_number, "ABHA number"))
         if p.abha_address is not None:
-            ids.append(_identifier(_HEALTH_ID, p.abha_address))
+            ids.append(_abha_identifier(p.abha_address, "ABHA address"))
         if p.hospital_id is not None:
             ids.append(_identifier(p.hospital_id_system, p.hospital_id, ("MR", "Medical record number")))
         body: dict[str, Any] = {"identifier": ids, "name": [{"text": p.name}]}
@@ -351,7 +416,7 @@ class _Doc:
         if encounter is None:
             encounter = Encounter(kind=default_kind)
         elif not isinstance(encounter, Encounter):
-            raise TypeError("encounter must be a fhir.Encounter")
+            raise InvalidArgumentType("encounter must be a fhir.Encounter")
         code, display = _ENCOUNTER_CLASSES[encounter.kind]
         period: dict[str, str] = {"start": _datetime(encounter.start or self.date)}
         if encounter.end is not None:
@@ -433,7 +498,12 @@ class _Doc:
         return self.add(role, i, "FamilyMemberHistory", "FamilyMemberHistory", body)
 
     def observation(
-        self, role: str, i: int, o: Observation, profile: str = "Observation", category: str | None = None
+        self,
+        role: str,
+        i: int,
+        o: Observation,
+        category: str | None = None,
+        extra: str | None = None,
     ) -> dict[str, str]:
         body: dict[str, Any] = {"status": "final"}
         if category is not None:
@@ -444,32 +514,45 @@ class _Doc:
         body["subject"] = self.patient
         body["effectiveDateTime"] = self.date_text if o.date is None else _datetime(o.date)
         body["performer"] = [self.organization]
-        value = o.value
-        if isinstance(value, str):
-            body["valueString"] = value
-        elif value is not None:
-            body["valueQuantity"] = _quantity(value, o.unit)
-        if o.interpretation is not None:
-            known = INTERPRETATIONS.get(o.interpretation.strip().lower())
-            if known is None:
-                body["interpretation"] = [{"text": o.interpretation}]
-            else:
-                body["interpretation"] = [
-                    {
-                        **_fixed("http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation", *known),
-                        "text": o.interpretation,
-                    }
-                ]
-        if o.low is not None or o.high is not None or o.range_text is not None:
-            rng: dict[str, Any] = {}
-            if o.low is not None:
-                rng["low"] = _quantity(o.low, o.unit)
-            if o.high is not None:
-                rng["high"] = _quantity(o.high, o.unit)
-            if o.range_text is not None:
-                rng["text"] = o.range_text
-            body["referenceRange"] = [rng]
-        return self.add(role, i, "Observation", profile, body)
+        _observed(body, o)
+        if o.components:
+            parts = []
+            for c in o.components:
+                part: dict[str, Any] = {"code": _concept(c.name, c.code)}
+                _observed(part, c)
+                parts.append(part)
+            body["component"] = parts
+        return self.add(role, i, "Observation", "Observation", body, extra)
+
+    def specimen(self, sp: Specimen) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "type": _concept(sp.type, sp.code),
+            "subject": self.patient,
+            "receivedTime": _datetime(sp.received),
+            "collection": {"collectedDateTime": _datetime(sp.collected)},
+        }
+        return self.add("specimen", 0, "Specimen", "Specimen", body)
+
+    def medication_statement(self, role: str, i: int, m: MedicationHistory) -> dict[str, str]:
+        body: dict[str, Any] = {
+            "status": m.status,
+            "medicationCodeableConcept": _concept(m.text, m.code),
+            "subject": self.patient,
+            "dateAsserted": self.date_text if m.asserted is None else _datetime(m.asserted),
+        }
+        if m.dosage is not None:
+            body["dosage"] = [{"text": m.dosage}]
+        return self.add(role, i, "MedicationStatement", "MedicationStatement", body)
+
+    def media(self, i: int, image: Document) -> dict[str, str]:
+        """One of an imaging report's images (a Media: the caller's file, of the patient, taken on the date)."""
+        body: dict[str, Any] = {
+            "status": "completed",
+            "subject": self.patient,
+            "createdDateTime": self.date_text,
+            "content": _attachment(image, image.title, None),
+        }
+        return self.add("media", i, "Media", "Media", body)
 
     def document_reference(self, role: str, i: int, d: Document, default_title: str) -> dict[str, str]:
         title = d.title or default_title
@@ -493,11 +576,13 @@ class _Doc:
         results: list[dict[str, str]],
         conclusion: str | None,
         form: Document | None,
+        specimen: dict[str, str] | None = None,
+        media: Sequence[dict[str, str]] = (),
     ) -> dict[str, str]:
-        profile, service, display = _SERVICE_SECTIONS[kind]
+        profile, category = _SERVICE_SECTIONS[kind]
         body: dict[str, Any] = {
             "status": "final",
-            "category": [_fixed("http://terminology.hl7.org/CodeSystem/v2-0074", service, display)],
+            "category": [{"text": category}],
             "code": _concept(title, code),
             "subject": self.patient,
         }
@@ -506,10 +591,13 @@ class _Doc:
         body["effectiveDateTime"] = self.date_text
         body["issued"] = _instant(self.date)
         body["performer"] = [self.organization]
-        if self.author[0] is not self.organization:
-            body["resultsInterpreter"] = self.author
+        body["resultsInterpreter"] = self.author  # 1..* in 6.5.0: the practitioners, else the organization
+        if specimen is not None:
+            body["specimen"] = [specimen]
         if results:
             body["result"] = results
+        if media:
+            body["media"] = [{"link": m} for m in media]
         if conclusion is not None:
             body["conclusion"] = conclusion
         if form is not None:
@@ -521,13 +609,10 @@ class _Doc:
     def finish(self, sections: list[dict[str, Any]], title: str | None, timestamp: When | None) -> dict[str, Any]:
         sections = [s for s in sections if s.get("entry")]
         if not sections:
-            raise ValueError(f"a {self.record.value} needs at least one entry in a section")
-        display, default_title = _DOCUMENT[self.record]
-        code = _COMPOSITION_CODES[self.record] or (
-            _DIAGNOSTIC_REPORT_TYPE if self.record is RecordType.DIAGNOSTIC_REPORT else None
-        )
+            raise InvalidRequest(f"a {self.record.value} needs at least one entry in a section")
+        code, display, type_text = _DOCUMENT[self.record]
         comp_type = _fixed(SNOMED, code, display) if code is not None else {}
-        comp_type["text"] = default_title if display is None else display
+        comp_type["text"] = type_text
         cid = self.uid("composition")
         comp: dict[str, Any] = {
             "resourceType": "Composition",
@@ -542,7 +627,7 @@ class _Doc:
             comp["encounter"] = self.encounter
         comp["date"] = self.date_text
         comp["author"] = self.author
-        comp["title"] = title or default_title
+        comp["title"] = title or _TITLE[self.record]
         comp["custodian"] = self.organization
         comp["section"] = sections
         self._entries[0] = {"fullUrl": "urn:uuid:" + cid, "resource": comp}
@@ -564,17 +649,56 @@ _CATEGORIES: Final = {
 }
 
 
-def _coded_section(title: str, code: str | None, display: str, refs: list[dict[str, str]]) -> dict[str, Any]:
+def _coded_section(
+    title: str, code: str | None, display: str, refs: list[dict[str, str]], typed: _Doc | None = None
+) -> dict[str, Any]:
+    """A section; ``typed``: each entry also names its resource type (``entry.type``), as the 6.5.0 single-section
+    profiles slice their entries by it."""
     section: dict[str, Any] = {"title": title}
     if code is not None:
         section["code"] = _fixed(SNOMED, code, display)
-    section["entry"] = refs
+    section["entry"] = refs if typed is None else [typed.typed(r) for r in refs]
     return section
 
 
-def _named(doc: _Doc, name: str, texts: dict[str, tuple[str, str]], refs: list[dict[str, str]]) -> dict[str, Any]:
-    title, display = texts[name]
-    return _coded_section(title, _SECTION_CODES[(doc.record, name)], display, refs)
+def _named(table: dict[str, tuple[str, str, str]], name: str, refs: list[dict[str, str]]) -> dict[str, Any]:
+    title, code, display = table[name]
+    return _coded_section(title, code, display, refs)
+
+
+def _observed(body: dict[str, Any], o: Observation) -> None:
+    """The value, absent reason, interpretation and reference range of an Observation or of a component."""
+    value = o.value
+    if isinstance(value, str):
+        body["valueString"] = value
+    elif value is not None:
+        body["valueQuantity"] = _quantity(value, o.unit)
+    if o.data_absent_reason is not None:
+        body["dataAbsentReason"] = _fixed(
+            "http://terminology.hl7.org/CodeSystem/data-absent-reason",
+            o.data_absent_reason,
+            DATA_ABSENT_REASONS[o.data_absent_reason],
+        )
+    if o.interpretation is not None:
+        known = INTERPRETATIONS.get(o.interpretation.strip().lower())
+        if known is None:
+            body["interpretation"] = [{"text": o.interpretation}]
+        else:
+            body["interpretation"] = [
+                {
+                    **_fixed("http://terminology.hl7.org/CodeSystem/v3-ObservationInterpretation", *known),
+                    "text": o.interpretation,
+                }
+            ]
+    if o.low is not None or o.high is not None or o.range_text is not None:
+        rng: dict[str, Any] = {}
+        if o.low is not None:
+            rng["low"] = _quantity(o.low, o.unit)
+        if o.high is not None:
+            rng["high"] = _quantity(o.high, o.unit)
+        if o.range_text is not None:
+            rng["text"] = o.range_text
+        body["referenceRange"] = [rng]
 
 
 def bundle_bytes(bundle: dict[str, Any]) -> bytes:
@@ -600,6 +724,7 @@ def op_consult(
     family_history: Sequence[FamilyHistory] = (),
     investigation_advice: Sequence[Investigation] = (),
     medications: Sequence[Medication] = (),
+    medication_history: Sequence[MedicationHistory] = (),
     procedures: Sequence[Procedure] = (),
     follow_up: Sequence[FollowUp] = (),
     referral: Sequence[Investigation] = (),
@@ -611,88 +736,85 @@ def op_consult(
     """An OP consultation (``OPConsultRecord``, SNOMED CT 371530004): the visit's encounter (ambulatory unless
     given) and the guide's sections, each written when it has entries: chief complaints, physical examination,
     allergies, medical history, family history, investigation advice, medications, procedures, follow-up,
-    referral, documents. At least one section must have an entry.
+    referral, documents. At least one section must have an entry. The medications section holds the medication
+    history (``medication_history``: MedicationStatements, first) and the medicines prescribed (MedicationRequests),
+    as the 6.5.0 profile's ``Medications`` slice allows both. (DischargeSummaryRecord 6.5.0 allows
+    MedicationRequests only there, so :func:`discharge_summary` takes no medication history.)
 
     Judgement call: the referral section (306206005) is the guide's later ``Referral`` slice; see the module.
     """
     doc = _Doc(RecordType.OP_CONSULT, care_context_id, namespace, date, patient, organization, practitioner)
     doc.add_encounter(encounter, "ambulatory")
-    t = _OP_TEXT
+    t = _OP_SECTIONS
     sections = [
         _named(
-            doc,
-            "ChiefComplaints",
             t,
+            "ChiefComplaints",
             [
                 doc.condition("chief-complaints", i, c)
                 for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
             ],
         ),
         _named(
-            doc,
-            "PhysicalExamination",
             t,
+            "PhysicalExamination",
             [
                 doc.observation("physical-examination", i, o)
                 for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
             ],
         ),
         _named(
-            doc,
-            "Allergies",
             t,
+            "Allergies",
             [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
         ),
-        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(t, "MedicalHistory", _history(doc, medical_history)),
         _named(
-            doc,
-            "FamilyHistory",
             t,
+            "FamilyHistory",
             [
                 doc.family_history("family-history", i, f)
                 for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
             ],
         ),
         _named(
-            doc,
-            "InvestigationAdvice",
             t,
+            "InvestigationAdvice",
             [
                 doc.service_request("investigation-advice", i, s)
                 for i, s in enumerate(_items(investigation_advice, Investigation, "investigation_advice"))
             ],
         ),
         _named(
-            doc,
-            "Medications",
             t,
+            "Medications",
             [
+                doc.medication_statement("medication-history", i, m)
+                for i, m in enumerate(_items(medication_history, MedicationHistory, "medication_history"))
+            ]
+            + [
                 doc.medication_request("medications", i, m)
                 for i, m in enumerate(_items(medications, Medication, "medications"))
             ],
         ),
         _named(
-            doc,
-            "Procedure",
             t,
+            "Procedure",
             [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
         ),
         _named(
-            doc,
-            "FollowUp",
             t,
+            "FollowUp",
             [doc.appointment("follow-up", i, f) for i, f in enumerate(_items(follow_up, FollowUp, "follow_up"))],
         ),
-        _coded_section(
-            _REFERRAL[0],
-            _REFERRAL[1],
-            _REFERRAL[2],
+        _named(
+            t,
+            "Referral",
             [doc.service_request("referral", i, s) for i, s in enumerate(_items(referral, Investigation, "referral"))],
         ),
         _named(
-            doc,
-            "DocumentReference",
             t,
+            "DocumentReference",
             [
                 doc.document_reference("documents", i, d, "Consultation document")
                 for i, d in enumerate(_items(documents, Document, "documents"))
@@ -734,7 +856,7 @@ def prescription(
     ]
     if prescription_file is not None:
         if not isinstance(prescription_file, Document):
-            raise TypeError("prescription_file must be a fhir.Document")
+            raise InvalidArgumentType("prescription_file must be a fhir.Document")
         refs.append(
             doc.add(
                 "file",
@@ -747,8 +869,18 @@ def prescription(
                 },
             )
         )
-    code = _COMPOSITION_CODES[RecordType.PRESCRIPTION]
-    return doc.finish([_coded_section("Prescription record", code, "Prescription record", refs)], title, timestamp)
+    section = _coded_section("Prescription record", "440545006", "Prescription record", refs, doc)
+    return doc.finish([section], title, timestamp)
+
+
+def _conclusion(value: object, field: str) -> None:
+    """A report's conclusion: 1..1 in 6.5.0's DiagnosticReportLab and DiagnosticReportImaging, the caller's."""
+    if value is None:
+        raise InvalidRequest(f"{field} is required: the guide's profile requires the report's conclusion")
+    if type(value) is not str:
+        raise InvalidArgumentType(f"{field} must be a str")
+    if not value.strip():
+        raise InvalidRequest(f"{field} must not be empty")
 
 
 def _report(
@@ -766,21 +898,33 @@ def _report(
     code: Coding | None,
     timestamp: When | None,
     namespace: uuid.UUID,
+    specimen: Specimen | None = None,
+    images: Sequence[Document] = (),
 ) -> dict[str, Any]:
     doc = _Doc(RecordType.DIAGNOSTIC_REPORT, care_context_id, namespace, date, patient, organization, practitioner)
     if file is not None and not isinstance(file, Document):
-        raise TypeError("the report's file must be a fhir.Document")
-    if conclusion is not None and (type(conclusion) is not str or not conclusion.strip()):
-        raise ValueError("conclusion must be a non-empty str")
-    if code is not None and not isinstance(code, Coding):
-        raise TypeError("code must be a fhir.Coding")
+        raise InvalidArgumentType("the report's file must be a fhir.Document")
+    check_coding(code, "code")
+    if specimen is not None and not isinstance(specimen, Specimen):
+        raise InvalidArgumentType("specimen must be a fhir.Specimen")
     obs = _items(observations, Observation, "observations")
     if not obs and file is None:
-        raise ValueError("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
+        raise InvalidRequest("a diagnostic report needs observations or a file (DiagnosticReport.result|presentedForm)")
+    _conclusion(conclusion, "conclusion" if kind == "lab" else "text")
     category = "laboratory" if kind == "lab" else None
     results = [doc.observation("observation", i, o, category=category) for i, o in enumerate(obs)]
-    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file)
-    return doc.finish([_coded_section(title, None, "", [report])], title, timestamp)
+    pictures = _items(images, Document, "images")
+    if kind == "imaging" and not pictures:  # 1..* in 6.5.0's DiagnosticReportImaging
+        raise InvalidRequest(
+            "images is required: the guide's profile requires the study's images (DiagnosticReport.media)"
+        )
+    sample = None if specimen is None else doc.specimen(specimen)
+    media = [doc.media(i, p) for i, p in enumerate(pictures)]
+    report = doc.diagnostic_report("report", kind, title, code, results, conclusion, file, sample, media)
+    refs = [report]
+    return doc.finish(
+        [_coded_section(title, _DIAGNOSTIC_SECTION[0], _DIAGNOSTIC_SECTION[1], refs, doc)], title, timestamp
+    )
 
 
 def lab_report(
@@ -795,6 +939,7 @@ def lab_report(
     conclusion: str | None = None,
     title: str = "Laboratory report",
     code: Coding | None = None,
+    specimen: Specimen | None = None,
     timestamp: When | None = None,
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
@@ -804,7 +949,17 @@ def lab_report(
     and the practitioner as the results' interpreter. ``code``: the panel's code (e.g. LOINC 58410-2), else the
     title is its text.
 
-    Judgement call: the one section has a title and no code (the profile lists none for it).
+    ``specimen``: the sample (a Specimen: its type, when collected and received), referenced from the report's
+    ``specimen``.
+
+    ``conclusion``: the report's conclusion or impression, as the lab wrote it. Required: 6.5.0's
+    DiagnosticReportLab requires ``DiagnosticReport.conclusion`` (1..1), and it is clinical content the builder
+    cannot make up, so its absence is an ``InvalidRequest`` naming ``conclusion`` (judgement call: the parameter
+    keeps its ``None`` default so that a missing one is that ``InvalidRequest``, also through :class:`Record`,
+    rather than Python's ``TypeError``). ``code``, when given, needs its display (the profile requires it).
+
+    Judgement call: the one section is coded 721981007 "Diagnostic studies report" (6.5.0 requires a code and fixes
+    none).
     """
     file = Document(report_pdf, title=title) if isinstance(report_pdf, (bytes, bytearray, memoryview)) else report_pdf
     return _report(
@@ -821,6 +976,7 @@ def lab_report(
         code=code,
         timestamp=timestamp,
         namespace=namespace,
+        specimen=specimen,
     )
 
 
@@ -832,6 +988,7 @@ def imaging_report(
     date: When,
     file: Document,
     text: str | None = None,
+    images: Sequence[Document] = (),
     practitioner: People = None,
     observations: Sequence[Observation] = (),
     title: str = "Imaging report",
@@ -840,8 +997,14 @@ def imaging_report(
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
     """An imaging report (``DiagnosticReportRecord`` holding a ``DiagnosticReportImaging``): the radiologist's text
-    (``conclusion``), the report or image file as its presented form, optional measured findings as Observations,
-    and the study's code when given (e.g. LOINC 36643-5 for a chest X-ray)."""
+    (``conclusion``), the report file as its presented form, the study's images (``images``: each a
+    :class:`Document` such as a JPEG, written as a ``Media`` the report's ``media`` links to), optional measured
+    findings as Observations, and the study's code when given, with its display (e.g. LOINC 36643-5 "XR Chest 2
+    Views").
+
+    ``text`` and ``images`` are required: 6.5.0's DiagnosticReportImaging requires ``conclusion`` (1..1) and
+    ``media`` (1..*); both are the caller's, so their absence is an ``InvalidRequest`` naming the field.
+    """
     return _report(
         "imaging",
         care_context_id=care_context_id,
@@ -856,6 +1019,7 @@ def imaging_report(
         code=code,
         timestamp=timestamp,
         namespace=namespace,
+        images=images,
     )
 
 
@@ -873,6 +1037,7 @@ def discharge_summary(
     medical_history: Sequence[Condition | Procedure] = (),
     family_history: Sequence[FamilyHistory] = (),
     investigations: Sequence[Observation] = (),
+    investigations_conclusion: str | None = None,
     medications: Sequence[Medication] = (),
     procedures: Sequence[Procedure] = (),
     care_plan: str | None = None,
@@ -885,77 +1050,79 @@ def discharge_summary(
     given) and the guide's sections: chief complaints, physical examination, allergies, medical history, family
     history, investigations (the results, in one lab DiagnosticReport), medications, procedures, the care plan
     (text, a CarePlan) and documents.
+
+    ``investigations_conclusion``: the conclusion of the investigations' report, required with ``investigations``:
+    the section holds DiagnosticReportLab (6.5.0), which requires ``conclusion`` (1..1); the builder does not make
+    one up, so ``investigations`` without it is an ``InvalidRequest`` naming ``investigations_conclusion``.
     """
     doc = _Doc(RecordType.DISCHARGE_SUMMARY, care_context_id, namespace, date, patient, organization, practitioner)
     doc.add_encounter(encounter, "inpatient")
-    t = _DS_TEXT
+    t = _DS_SECTIONS
     results = [
         doc.observation("investigations", i, o, category="laboratory")
         for i, o in enumerate(_items(investigations, Observation, "investigations"))
     ]
+    if results:
+        _conclusion(investigations_conclusion, "investigations_conclusion")
     sections = [
         _named(
-            doc,
-            "ChiefComplaints",
             t,
+            "ChiefComplaints",
             [
                 doc.condition("chief-complaints", i, c)
                 for i, c in enumerate(_items(chief_complaints, Condition, "chief_complaints"))
             ],
         ),
         _named(
-            doc,
-            "PhysicalExamination",
             t,
+            "PhysicalExamination",
             [
                 doc.observation("physical-examination", i, o)
                 for i, o in enumerate(_items(physical_examination, Observation, "physical_examination"))
             ],
         ),
         _named(
-            doc,
-            "Allergies",
             t,
+            "Allergies",
             [doc.allergy("allergies", i, a) for i, a in enumerate(_items(allergies, Allergy, "allergies"))],
         ),
-        _named(doc, "MedicalHistory", t, _history(doc, medical_history)),
+        _named(t, "MedicalHistory", _history(doc, medical_history)),
         _named(
-            doc,
-            "FamilyHistory",
             t,
+            "FamilyHistory",
             [
                 doc.family_history("family-history", i, f)
                 for i, f in enumerate(_items(family_history, FamilyHistory, "family_history"))
             ],
         ),
         _named(
-            doc,
-            "Investigations",
             t,
-            [doc.diagnostic_report("investigations-report", "lab", "Investigations", None, results, None, None)]
+            "Investigations",
+            [
+                doc.diagnostic_report(
+                    "investigations-report", "lab", "Investigations", None, results, investigations_conclusion, None
+                )
+            ]
             if results
             else [],
         ),
         _named(
-            doc,
-            "Medications",
             t,
+            "Medications",
             [
                 doc.medication_request("medications", i, m)
                 for i, m in enumerate(_items(medications, Medication, "medications"))
             ],
         ),
         _named(
-            doc,
-            "Procedures",
             t,
+            "Procedures",
             [doc.procedure("procedures", i, p) for i, p in enumerate(_items(procedures, Procedure, "procedures"))],
         ),
-        _named(doc, "CarePlan", t, [_care_plan(doc, care_plan)] if care_plan is not None else []),
+        _named(t, "CarePlan", [_care_plan(doc, care_plan)] if care_plan is not None else []),
         _named(
-            doc,
-            "DocumentReference",
             t,
+            "DocumentReference",
             [
                 doc.document_reference("documents", i, d, "Discharge summary document")
                 for i, d in enumerate(_items(documents, Document, "documents"))
@@ -967,7 +1134,7 @@ def discharge_summary(
 
 def _care_plan(doc: _Doc, text: str) -> dict[str, str]:
     if type(text) is not str or not text.strip():
-        raise ValueError("care_plan must be a non-empty str")
+        raise InvalidRequest("care_plan must be a non-empty str")
     body = {"status": "active", "intent": "plan", "description": text, "subject": doc.patient}
     return doc.add("care-plan", 0, "CarePlan", "CarePlan", body)
 
@@ -980,6 +1147,7 @@ def immunization_record(
     date: When,
     immunizations: Sequence[Immunization],
     practitioner: People = None,
+    recommendations: Sequence[VaccineDue] = (),
     documents: Sequence[Document] = (),
     title: str | None = None,
     timestamp: When | None = None,
@@ -987,7 +1155,9 @@ def immunization_record(
 ) -> dict[str, Any]:
     """An immunization record (``ImmunizationRecord``, SNOMED CT 41000179103): one Immunization per vaccine given
     (the vaccine, its date, the dose number, the lot) and, when given, documents (e.g. the vaccination
-    certificate), in the profile's one section."""
+    certificate), in the profile's one section. ``recommendations``: the vaccines due next (:class:`VaccineDue`), in
+    one ImmunizationRecommendation (the 6.5.0 slice allows one), each ``forecastStatus`` "due" with its date as LOINC
+    30980-7 "Date vaccine due" (as the guide's example writes it), supported by the immunizations given here."""
     doc = _Doc(RecordType.IMMUNIZATION, care_context_id, namespace, date, patient, organization, practitioner)
     refs = []
     for i, im in enumerate(_items(immunizations, Immunization, "immunizations")):
@@ -1004,12 +1174,39 @@ def immunization_record(
         if im.dose_number is not None:
             body["protocolApplied"] = [{"doseNumberPositiveInt": im.dose_number}]
         refs.append(doc.add("immunization", i, "Immunization", "Immunization", body))
+    due = _items(recommendations, VaccineDue, "recommendations")
+    if due:
+        refs.append(_recommendation(doc, due, refs))
     refs += [
         doc.document_reference("documents", i, d, "Immunization document")
         for i, d in enumerate(_items(documents, Document, "documents"))
     ]
-    code = _COMPOSITION_CODES[RecordType.IMMUNIZATION]
-    return doc.finish([_coded_section("Immunization record", code, "Immunization record", refs)], title, timestamp)
+    section = _coded_section("Immunization record", "41000179103", "Immunization record", refs, doc)
+    return doc.finish([section], title, timestamp)
+
+
+def _recommendation(doc: _Doc, due: tuple[VaccineDue, ...], given: list[dict[str, str]]) -> dict[str, str]:
+    recs = []
+    for v in due:
+        rec: dict[str, Any] = {
+            "vaccineCode": [_concept(v.vaccine, v.code)],
+            "forecastStatus": _fixed(
+                "http://terminology.hl7.org/CodeSystem/immunization-recommendation-status", "due", "Due"
+            ),
+            "dateCriterion": [{"code": _fixed(LOINC, "30980-7", "Date vaccine due"), "value": _datetime(v.due)}],
+        }
+        if v.dose_number is not None:
+            rec["doseNumberPositiveInt"] = v.dose_number
+        if given:
+            rec["supportingImmunization"] = given[:]
+        recs.append(rec)
+    body = {
+        "patient": doc.patient,
+        "date": doc.date_text,
+        "authority": doc.organization,
+        "recommendation": recs,
+    }
+    return doc.add("immunization-recommendation", 0, "ImmunizationRecommendation", "ImmunizationRecommendation", body)
 
 
 def wellness_record(
@@ -1033,10 +1230,11 @@ def wellness_record(
 ) -> dict[str, Any]:
     """A wellness record (``WellnessRecord``): the guide's sections, recognised by their fixed titles (the profile
     gives them no code): vital signs, body measurements, physical activity, general assessment, women's health,
-    lifestyle, other observations, documents. Each Observation carries the section's Observation profile.
+    lifestyle, other observations, documents. Each Observation carries ``Observation`` and the section's Observation
+    profile (``ObservationVitalSigns``, ...) in ``meta.profile``, as the guide's 6.5.0 example does.
 
-    Judgement call: a blood pressure is two observations (systolic, diastolic) or one text value (``"120/80"``);
-    components are not built.
+    A blood pressure is one Observation with two components: :meth:`Observation.blood_pressure` (LOINC 85354-9 with
+    8480-6 systolic and 8462-4 diastolic, as FHIR's vital-signs profile writes it).
     """
     doc = _Doc(RecordType.WELLNESS, care_context_id, namespace, date, patient, organization, practitioner)
     given = {
@@ -1050,12 +1248,11 @@ def wellness_record(
     }
     sections = []
     for name, items in given.items():
-        section_title, profile = _WELLNESS[name]
+        section_title, extra = _WELLNESS[name]
         role = name.lower()
         category = "vital-signs" if name == "VitalSigns" else None
         refs = [
-            doc.observation(role, i, o, profile, category)
-            for i, o in enumerate(_items(items, Observation, _snake(name)))
+            doc.observation(role, i, o, category, extra) for i, o in enumerate(_items(items, Observation, _snake(name)))
         ]
         sections.append(_coded_section(section_title, None, "", refs))
     refs = [
@@ -1087,7 +1284,106 @@ def health_document(
     doc = _Doc(RecordType.HEALTH_DOCUMENT, care_context_id, namespace, date, patient, organization, practitioner)
     docs = (documents,) if isinstance(documents, Document) else _items(documents, Document, "documents")
     refs = [doc.document_reference("documents", i, d, "Health document") for i, d in enumerate(docs)]
-    return doc.finish([_coded_section(title or "Health Document", None, "", refs)], title, timestamp)
+    section = _coded_section(title or "Health Document", "419891008", "Record artifact", refs)
+    return doc.finish([section], title, timestamp)
+
+
+def invoice_record(
+    *,
+    care_context_id: str,
+    patient: Patient,
+    organization: Organization,
+    date: When,
+    invoice_number: str,
+    invoice_type: str,
+    items: Sequence[InvoiceItem],
+    total_net: int | float,
+    total_gross: int | float,
+    currency: str = "INR",
+    practitioner: People = None,
+    title: str | None = None,
+    timestamp: When | None = None,
+    namespace: uuid.UUID = DEFAULT_NAMESPACE,
+) -> dict[str, Any]:
+    """An invoice (``InvoiceRecord``, Composition ``type.text`` "Invoice Record" as its profile fixes): one Invoice
+    (``invoice_number`` its identifier, ``invoice_type`` the guide's billing code of the bill: ``consultation``,
+    ``pharmacy``, ``ipd``, ``opd``, ``others``; issued by the organization on ``date``) with one line item per
+    :class:`InvoiceItem`, each referencing its ChargeItem (the item's billing code, quantity and product) and
+    carrying its price components; the totals as given, in ``currency`` (default ``INR``).
+
+    Judgement call: ``total_net`` and ``total_gross`` (1..1 each) are the bill's own printed totals, not computed
+    from the price components: how a bill adds taxes and discounts is the bill's, not the builder's. The profile's
+    one section holds the Invoice only, as in the guide's example (the ChargeItems are reached from it).
+    """
+    doc = _Doc(RecordType.INVOICE, care_context_id, namespace, date, patient, organization, practitioner)
+    if type(invoice_number) is not str or not invoice_number.strip():
+        raise InvalidRequest("invoice_number must be a non-empty str")
+    if invoice_type not in INVOICE_TYPES:
+        raise InvalidRequest(f"invoice_type must be one of {', '.join(INVOICE_TYPES)}")
+    if type(currency) is not str or len(currency) != 3 or not currency.isascii() or not currency.isupper():
+        raise InvalidRequest("currency must be an ISO 4217 code (e.g. INR)")
+    totals = {}
+    for name, value in (("total_net", total_net), ("total_gross", total_gross)):
+        if type(value) is bool or not isinstance(value, (int, float)):
+            raise InvalidArgumentType(f"{name} must be an int or a float")
+        if value != value or value in (float("inf"), float("-inf")) or value < 0:
+            raise InvalidRequest(f"{name} must be a finite, non-negative number")
+        totals[name] = {"value": value, "currency": currency}
+    lines = _items(items, InvoiceItem, "items")
+    if not lines:
+        raise InvalidRequest("items needs at least one fhir.InvoiceItem (Invoice.lineItem 1..*)")
+    actors = [{"actor": a} for a in doc.author]
+    line_items = []
+    for i, item in enumerate(lines):
+        quantity: dict[str, Any] = {"value": item.quantity}
+        if item.unit is not None:
+            quantity["unit"] = item.unit
+        charge = doc.add(
+            "charge-item",
+            i,
+            "ChargeItem",
+            "ChargeItem",
+            {
+                "status": "billed",
+                "code": _fixed(_NDHM_CS + "ndhm-billing-codes", *BILLING_CODES[item.category]),
+                "subject": doc.patient,
+                "occurrenceDateTime": doc.date_text,
+                "performer": actors,
+                "quantity": quantity,
+                "productCodeableConcept": _concept(item.text, item.code),
+            },
+        )
+        prices = []
+        for p in item.prices:
+            code, display, kind = PRICE_COMPONENTS[p.kind]
+            prices.append(
+                {
+                    "type": kind,
+                    "code": _fixed(_NDHM_CS + "ndhm-price-components", code, display),
+                    "amount": {"value": p.amount, "currency": currency},
+                }
+            )
+        line_items.append({"sequence": i + 1, "chargeItemReference": charge, "priceComponent": prices})
+    invoice = doc.add(
+        "invoice",
+        0,
+        "Invoice",
+        "Invoice",
+        {
+            "identifier": [{"value": invoice_number}],
+            "status": "issued",
+            "type": _fixed(_NDHM_CS + "ndhm-billing-codes", *BILLING_CODES[invoice_type]),
+            "subject": doc.patient,
+            "date": doc.date_text,
+            "participant": actors,
+            "issuer": doc.organization,
+            "lineItem": line_items,
+            "totalNet": totals["total_net"],
+            "totalGross": totals["total_gross"],
+        },
+    )
+    section = _coded_section("Invoice", None, "", [invoice], doc)
+    return doc.finish([section], title, timestamp)
 
 
 # ------------------------------------------------------------------------------------------------- processing results
@@ -1099,6 +1395,8 @@ def from_processing_result(
     care_context_id: str,
     patient: Patient,
     organization: Organization,
+    conclusion: str | None = None,
+    loinc_displays: Mapping[str, str] | None = None,
     practitioner: People = None,
     original_file: bytes | None = None,
     content_type: str = "application/pdf",
@@ -1109,8 +1407,16 @@ def from_processing_result(
     namespace: uuid.UUID = DEFAULT_NAMESPACE,
 ) -> dict[str, Any]:
     """A records-service result to a lab report (:func:`lab_report`): each extracted test an Observation (its name,
-    value, unit, the report's range, its LOINC code when the service found one), the original file as the report's
-    presented form when given, the report's date.
+    value, unit, the report's range, its LOINC code when the service found one and its display is known), the
+    original file as the report's presented form when given, the report's date.
+
+    ``conclusion``: the report's conclusion, required as in :func:`lab_report` (the guide requires it; a result
+    carries none, and the builder does not write one): without it, an ``InvalidRequest`` naming ``conclusion``.
+
+    ``loinc_displays``: LOINC's display of a code (``{"718-7": "Hemoglobin [Mass/volume] in Blood"}``). The guide
+    requires the display of every LOINC coding and a result gives the code only; judgement call: a test whose code's
+    display is not given here is written with its name as the code's text and no coding (the service's test name is
+    not LOINC's display, and a coding without one would not validate).
 
     ``result`` is a :class:`~health_async.models.ProcessingResult` (its ``tests``) or a document's
     :class:`~health_async.models.SmartReport` (its ``verified`` items; ``include_unverified=True`` adds the
@@ -1125,19 +1431,20 @@ def from_processing_result(
     """
     found: list[Observation | None]
     if isinstance(result, ProcessingResult):
-        found = [_from_test(t) for t in result.tests]
+        displays = dict(loinc_displays or {})
+        found = [_from_test(t, displays) for t in result.tests]
         if date is None:
             date = _pii_date(result)
     elif isinstance(result, SmartReport):
         items = result.items if include_unverified else result.verified
         found = [_from_item(i) for i in items]
     else:
-        raise TypeError("result must be a ProcessingResult or a SmartReport")
+        raise InvalidArgumentType("result must be a ProcessingResult or a SmartReport")
     if date is None:
-        raise ValueError("no date: pass date= (the result's PII block has no DocumentDate)")
+        raise InvalidRequest("no date: pass date= (the result's PII block has no DocumentDate)")
     observations = [o for o in found if o is not None]
     if not observations:
-        raise ValueError("the result has no test to report")
+        raise InvalidRequest("the result has no test to report")
     file = None if original_file is None else Document(original_file, content_type=content_type, title=title)
     return lab_report(
         care_context_id=care_context_id,
@@ -1147,6 +1454,7 @@ def from_processing_result(
         observations=observations,
         practitioner=practitioner,
         report_pdf=file,
+        conclusion=conclusion,
         title=title,
         timestamp=timestamp,
         namespace=namespace,
@@ -1165,20 +1473,21 @@ def _plain_number(text: str | None) -> float | int | None:
     return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() else number
 
 
-def _from_test(test: Any) -> Observation | None:
+def _from_test(test: Any, displays: Mapping[str, str]) -> Observation | None:
     if not test.name or not test.name.strip():
         return None
     number = _plain_number(test.value)
     rng = test.range
-    value: int | float | str | None = number if number is not None else (test.value or None)
+    value: int | float | str | None = number if number is not None else ((test.value or "").strip() or None)
+    low, high = _range(rng.low if rng is not None else None, rng.high if rng is not None else None)
     return Observation(
         test.name.strip(),
         value=value,
-        unit=(test.unit_processed or test.unit) or None,
-        low=rng.low if rng is not None else None,
-        high=rng.high if rng is not None else None,
+        unit=((test.unit_processed or test.unit) or None) if value is not None else None,
+        low=low,
+        high=high,
         range_text=test.display_range or None,
-        code=Coding.loinc(test.loinc_id) if test.loinc_id else None,
+        code=Coding.loinc(test.loinc_id, displays[test.loinc_id]) if test.loinc_id in displays else None,
     )
 
 
@@ -1193,16 +1502,26 @@ def _from_item(item: ReportItem) -> Observation | None:
             low, high = _plain_number(parts[0].strip()), _plain_number(parts[1].strip())
     flag = item.flag
     interpretation = None if flag.name in ("UNKNOWN", "UNDETERMINED") else flag.label
+    value = number if number is not None else ((item.value or "").strip() or None)
+    low, high = _range(low, high)
     return Observation(
         item.name.strip(),
-        value=number if number is not None else (item.value or None),
-        unit=item.unit or None,
+        value=value,
+        unit=(item.unit or None) if value is not None else None,
         low=low,
         high=high,
         range_text=item.range or None,
         interpretation=interpretation,
         date=epoch_datetime(item.date) if item.date is not None else None,
     )
+
+
+def _range(low: float | int | None, high: float | int | None) -> tuple[float | int | None, float | int | None]:
+    """A service's range as bounds; judgement call: an inverted one (low above high) is not a range the report can
+    mean, so its bounds are dropped (its printed text is kept) rather than the whole result refused."""
+    if low is not None and high is not None and low > high:
+        return None, None
+    return low, high
 
 
 def _pii_date(result: ProcessingResult) -> dt.datetime | None:

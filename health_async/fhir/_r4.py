@@ -7,7 +7,9 @@ commit in the script's docstring).
 ``ELEMENTS[type][json name] = (types, min, repeats, choice group)``: a choice ``value[x]`` is one entry per
 allowed type (``valueQuantity``, ...) with group ``value``; a backbone element's type is its path
 (``Bundle.entry``). ``REQUIRED[type]``: names (or choice groups) with min >= 1. ``PRIMITIVES[type] =
-(JSON kind, HL7 regex)``. ``RESOURCES``: the resource types described here.
+(JSON kind, HL7 regex)``. ``RESOURCES``: the resource types described here; ``ALL_RESOURCES``: every R4
+resource type. ``TARGETS[type][json name]``: the resource types a Reference element may point at (R4's
+``targetProfile``; an element absent here may point at any resource).
 """
 
 from typing import Final
@@ -15,6 +17,7 @@ from typing import Final
 # ruff: noqa: E501
 # fmt: off
 RESOURCES: Final = frozenset(['AllergyIntolerance', 'Appointment', 'Binary', 'Bundle', 'CarePlan', 'Composition', 'Condition', 'DiagnosticReport', 'DocumentReference', 'Encounter', 'FamilyMemberHistory', 'Immunization', 'ImmunizationRecommendation', 'Medication', 'MedicationRequest', 'MedicationStatement', 'Observation', 'Organization', 'Patient', 'Practitioner', 'Procedure', 'ServiceRequest', 'Specimen'])
+ALL_RESOURCES: Final = frozenset(['Account', 'ActivityDefinition', 'AdverseEvent', 'AllergyIntolerance', 'Appointment', 'AppointmentResponse', 'AuditEvent', 'Basic', 'Binary', 'BiologicallyDerivedProduct', 'BodyStructure', 'Bundle', 'CapabilityStatement', 'CarePlan', 'CareTeam', 'CatalogEntry', 'ChargeItem', 'ChargeItemDefinition', 'Claim', 'ClaimResponse', 'ClinicalImpression', 'CodeSystem', 'Communication', 'CommunicationRequest', 'CompartmentDefinition', 'Composition', 'ConceptMap', 'Condition', 'Consent', 'Contract', 'Coverage', 'CoverageEligibilityRequest', 'CoverageEligibilityResponse', 'DetectedIssue', 'Device', 'DeviceDefinition', 'DeviceMetric', 'DeviceRequest', 'DeviceUseStatement', 'DiagnosticReport', 'DocumentManifest', 'DocumentReference', 'EffectEvidenceSynthesis', 'Encounter', 'Endpoint', 'EnrollmentRequest', 'EnrollmentResponse', 'EpisodeOfCare', 'EventDefinition', 'Evidence', 'EvidenceVariable', 'ExampleScenario', 'ExplanationOfBenefit', 'FamilyMemberHistory', 'Flag', 'Goal', 'GraphDefinition', 'Group', 'GuidanceResponse', 'HealthcareService', 'ImagingStudy', 'Immunization', 'ImmunizationEvaluation', 'ImmunizationRecommendation', 'ImplementationGuide', 'InsurancePlan', 'Invoice', 'Library', 'Linkage', 'List', 'Location', 'Measure', 'MeasureReport', 'Media', 'Medication', 'MedicationAdministration', 'MedicationDispense', 'MedicationKnowledge', 'MedicationRequest', 'MedicationStatement', 'MedicinalProduct', 'MedicinalProductAuthorization', 'MedicinalProductContraindication', 'MedicinalProductIndication', 'MedicinalProductIngredient', 'MedicinalProductInteraction', 'MedicinalProductManufactured', 'MedicinalProductPackaged', 'MedicinalProductPharmaceutical', 'MedicinalProductUndesirableEffect', 'MessageDefinition', 'MessageHeader', 'MolecularSequence', 'NamingSystem', 'NutritionOrder', 'Observation', 'ObservationDefinition', 'OperationDefinition', 'OperationOutcome', 'Organization', 'OrganizationAffiliation', 'Parameters', 'Patient', 'PaymentNotice', 'PaymentReconciliation', 'Person', 'PlanDefinition', 'Practitioner', 'PractitionerRole', 'Procedure', 'Provenance', 'Questionnaire', 'QuestionnaireResponse', 'RelatedPerson', 'RequestGroup', 'ResearchDefinition', 'ResearchElementDefinition', 'ResearchStudy', 'ResearchSubject', 'RiskAssessment', 'RiskEvidenceSynthesis', 'Schedule', 'SearchParameter', 'ServiceRequest', 'Slot', 'Specimen', 'SpecimenDefinition', 'StructureDefinition', 'StructureMap', 'Subscription', 'Substance', 'SubstanceNucleicAcid', 'SubstancePolymer', 'SubstanceProtein', 'SubstanceReferenceInformation', 'SubstanceSourceMaterial', 'SubstanceSpecification', 'SupplyDelivery', 'SupplyRequest', 'Task', 'TerminologyCapabilities', 'TestReport', 'TestScript', 'ValueSet', 'VerificationResult', 'VisionPrescription'])
 
 PRIMITIVES: Final[dict[str, tuple[str, str | None]]] = {
     'base64Binary': ('string', '(\\s*([0-9a-zA-Z\\+/=]){4}\\s*)+'),
@@ -64,7 +67,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'code': (('code',), 0, False, ''),
     },
     'AllergyIntolerance': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -114,7 +117,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'text': (('markdown',), 1, False, ''),
     },
     'Appointment': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -168,7 +171,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'creation': (('dateTime',), 0, False, ''),
     },
     'Binary': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -177,7 +180,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'data': (('base64Binary',), 0, False, ''),
     },
     'Bundle': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -236,7 +239,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'url': (('uri',), 1, False, ''),
     },
     'CarePlan': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -319,7 +322,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'userSelected': (('boolean',), 0, False, ''),
     },
     'Composition': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -383,7 +386,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'section': (('Composition.section',), 0, True, ''),
     },
     'Condition': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -500,7 +503,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'direction': (('code',), 1, False, ''),
     },
     'DiagnosticReport': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -545,7 +548,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'code': (('code',), 0, False, ''),
     },
     'DocumentReference': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -634,8 +637,12 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'system': (('uri',), 0, False, ''),
         'code': (('code',), 0, False, ''),
     },
-    'Encounter': {
+    'Element': {
         'id': (('string',), 0, False, ''),
+        'extension': (('Extension',), 0, True, ''),
+    },
+    'Encounter': {
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -785,7 +792,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'valueMeta': (('Meta',), 0, False, 'value'),
     },
     'FamilyMemberHistory': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -855,7 +862,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'assigner': (('Reference',), 0, False, ''),
     },
     'Immunization': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -930,7 +937,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'reported': (('boolean',), 0, False, ''),
     },
     'ImmunizationRecommendation': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -971,7 +978,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'value': (('dateTime',), 1, False, ''),
     },
     'Medication': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1005,7 +1012,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'strength': (('Ratio',), 0, False, ''),
     },
     'MedicationRequest': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1076,7 +1083,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'reason': (('CodeableConcept',), 0, False, ''),
     },
     'MedicationStatement': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1127,7 +1134,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'div': (('xhtml',), 1, False, ''),
     },
     'Observation': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1205,7 +1212,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'text': (('string',), 0, False, ''),
     },
     'Organization': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1245,7 +1252,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'profile': (('canonical',), 0, False, ''),
     },
     'Patient': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1305,7 +1312,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'end': (('dateTime',), 0, False, ''),
     },
     'Practitioner': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1334,7 +1341,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'issuer': (('Reference',), 0, False, ''),
     },
     'Procedure': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1442,7 +1449,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'data': (('string',), 0, False, ''),
     },
     'ServiceRequest': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1501,7 +1508,7 @@ ELEMENTS: Final[dict[str, dict[str, tuple[tuple[str, ...], int, bool, str]]]] = 
         'data': (('base64Binary',), 0, False, ''),
     },
     'Specimen': {
-        'id': (('string',), 0, False, ''),
+        'id': (('id',), 0, False, ''),
         'meta': (('Meta',), 0, False, ''),
         'implicitRules': (('uri',), 0, False, ''),
         'language': (('code',), 0, False, ''),
@@ -1671,5 +1678,270 @@ REQUIRED: Final[dict[str, tuple[str, ...]]] = {
     'Signature': ('type', 'when', 'who'),
     'TriggerDefinition': ('type',),
     'UsageContext': ('code', 'value'),
+}
+
+TARGETS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
+    'AllergyIntolerance': {
+        'asserter': ('Patient', 'RelatedPerson', 'Practitioner', 'PractitionerRole'),
+        'encounter': ('Encounter',),
+        'patient': ('Patient',),
+        'recorder': ('Practitioner', 'PractitionerRole', 'Patient', 'RelatedPerson'),
+    },
+    'Annotation': {
+        'authorReference': ('Practitioner', 'Patient', 'RelatedPerson', 'Organization'),
+    },
+    'Appointment': {
+        'basedOn': ('ServiceRequest',),
+        'reasonReference': ('Condition', 'Procedure', 'Observation', 'ImmunizationRecommendation'),
+        'slot': ('Slot',),
+    },
+    'Appointment.participant': {
+        'actor': ('Patient', 'Practitioner', 'PractitionerRole', 'RelatedPerson', 'Device', 'HealthcareService', 'Location'),
+    },
+    'CarePlan': {
+        'addresses': ('Condition',),
+        'author': ('Patient', 'Practitioner', 'PractitionerRole', 'Device', 'RelatedPerson', 'Organization', 'CareTeam'),
+        'basedOn': ('CarePlan',),
+        'careTeam': ('CareTeam',),
+        'contributor': ('Patient', 'Practitioner', 'PractitionerRole', 'Device', 'RelatedPerson', 'Organization', 'CareTeam'),
+        'encounter': ('Encounter',),
+        'goal': ('Goal',),
+        'partOf': ('CarePlan',),
+        'replaces': ('CarePlan',),
+        'subject': ('Patient', 'Group'),
+    },
+    'CarePlan.activity': {
+        'reference': ('Appointment', 'CommunicationRequest', 'DeviceRequest', 'MedicationRequest', 'NutritionOrder', 'Task', 'ServiceRequest', 'VisionPrescription', 'RequestGroup'),
+    },
+    'CarePlan.activity.detail': {
+        'goal': ('Goal',),
+        'location': ('Location',),
+        'performer': ('Practitioner', 'PractitionerRole', 'Organization', 'RelatedPerson', 'Patient', 'CareTeam', 'HealthcareService', 'Device'),
+        'productReference': ('Medication', 'Substance'),
+        'reasonReference': ('Condition', 'Observation', 'DiagnosticReport', 'DocumentReference'),
+    },
+    'Composition': {
+        'author': ('Practitioner', 'PractitionerRole', 'Device', 'Patient', 'RelatedPerson', 'Organization'),
+        'custodian': ('Organization',),
+        'encounter': ('Encounter',),
+    },
+    'Composition.attester': {
+        'party': ('Patient', 'RelatedPerson', 'Practitioner', 'PractitionerRole', 'Organization'),
+    },
+    'Composition.relatesTo': {
+        'targetReference': ('Composition',),
+    },
+    'Composition.section': {
+        'author': ('Practitioner', 'PractitionerRole', 'Device', 'Patient', 'RelatedPerson', 'Organization'),
+    },
+    'Condition': {
+        'asserter': ('Practitioner', 'PractitionerRole', 'Patient', 'RelatedPerson'),
+        'encounter': ('Encounter',),
+        'recorder': ('Practitioner', 'PractitionerRole', 'Patient', 'RelatedPerson'),
+        'subject': ('Patient', 'Group'),
+    },
+    'Condition.stage': {
+        'assessment': ('ClinicalImpression', 'DiagnosticReport', 'Observation'),
+    },
+    'DataRequirement': {
+        'subjectReference': ('Group',),
+    },
+    'DiagnosticReport': {
+        'basedOn': ('CarePlan', 'ImmunizationRecommendation', 'MedicationRequest', 'NutritionOrder', 'ServiceRequest'),
+        'encounter': ('Encounter',),
+        'imagingStudy': ('ImagingStudy',),
+        'performer': ('Practitioner', 'PractitionerRole', 'Organization', 'CareTeam'),
+        'result': ('Observation',),
+        'resultsInterpreter': ('Practitioner', 'PractitionerRole', 'Organization', 'CareTeam'),
+        'specimen': ('Specimen',),
+        'subject': ('Patient', 'Group', 'Device', 'Location'),
+    },
+    'DiagnosticReport.media': {
+        'link': ('Media',),
+    },
+    'DocumentReference': {
+        'authenticator': ('Practitioner', 'PractitionerRole', 'Organization'),
+        'author': ('Practitioner', 'PractitionerRole', 'Organization', 'Device', 'Patient', 'RelatedPerson'),
+        'custodian': ('Organization',),
+        'subject': ('Patient', 'Practitioner', 'Group', 'Device'),
+    },
+    'DocumentReference.context': {
+        'encounter': ('Encounter', 'EpisodeOfCare'),
+        'sourcePatientInfo': ('Patient',),
+    },
+    'DocumentReference.relatesTo': {
+        'target': ('DocumentReference',),
+    },
+    'Encounter': {
+        'account': ('Account',),
+        'appointment': ('Appointment',),
+        'basedOn': ('ServiceRequest',),
+        'episodeOfCare': ('EpisodeOfCare',),
+        'partOf': ('Encounter',),
+        'reasonReference': ('Condition', 'Procedure', 'Observation', 'ImmunizationRecommendation'),
+        'serviceProvider': ('Organization',),
+        'subject': ('Patient', 'Group'),
+    },
+    'Encounter.diagnosis': {
+        'condition': ('Condition', 'Procedure'),
+    },
+    'Encounter.hospitalization': {
+        'destination': ('Location', 'Organization'),
+        'origin': ('Location', 'Organization'),
+    },
+    'Encounter.location': {
+        'location': ('Location',),
+    },
+    'Encounter.participant': {
+        'individual': ('Practitioner', 'PractitionerRole', 'RelatedPerson'),
+    },
+    'FamilyMemberHistory': {
+        'patient': ('Patient',),
+        'reasonReference': ('Condition', 'Observation', 'AllergyIntolerance', 'QuestionnaireResponse', 'DiagnosticReport', 'DocumentReference'),
+    },
+    'Identifier': {
+        'assigner': ('Organization',),
+    },
+    'Immunization': {
+        'encounter': ('Encounter',),
+        'location': ('Location',),
+        'manufacturer': ('Organization',),
+        'patient': ('Patient',),
+        'reasonReference': ('Condition', 'Observation', 'DiagnosticReport'),
+    },
+    'Immunization.performer': {
+        'actor': ('Practitioner', 'PractitionerRole', 'Organization'),
+    },
+    'Immunization.protocolApplied': {
+        'authority': ('Organization',),
+    },
+    'Immunization.reaction': {
+        'detail': ('Observation',),
+    },
+    'ImmunizationRecommendation': {
+        'authority': ('Organization',),
+        'patient': ('Patient',),
+    },
+    'ImmunizationRecommendation.recommendation': {
+        'supportingImmunization': ('Immunization', 'ImmunizationEvaluation'),
+    },
+    'Medication': {
+        'manufacturer': ('Organization',),
+    },
+    'Medication.ingredient': {
+        'itemReference': ('Substance', 'Medication'),
+    },
+    'MedicationRequest': {
+        'basedOn': ('CarePlan', 'MedicationRequest', 'ServiceRequest', 'ImmunizationRecommendation'),
+        'detectedIssue': ('DetectedIssue',),
+        'encounter': ('Encounter',),
+        'eventHistory': ('Provenance',),
+        'insurance': ('Coverage', 'ClaimResponse'),
+        'medicationReference': ('Medication',),
+        'performer': ('Practitioner', 'PractitionerRole', 'Organization', 'Patient', 'Device', 'RelatedPerson', 'CareTeam'),
+        'priorPrescription': ('MedicationRequest',),
+        'reasonReference': ('Condition', 'Observation'),
+        'recorder': ('Practitioner', 'PractitionerRole'),
+        'reportedReference': ('Patient', 'Practitioner', 'PractitionerRole', 'RelatedPerson', 'Organization'),
+        'requester': ('Practitioner', 'PractitionerRole', 'Organization', 'Patient', 'RelatedPerson', 'Device'),
+        'subject': ('Patient', 'Group'),
+    },
+    'MedicationRequest.dispenseRequest': {
+        'performer': ('Organization',),
+    },
+    'MedicationStatement': {
+        'basedOn': ('MedicationRequest', 'CarePlan', 'ServiceRequest'),
+        'context': ('Encounter', 'EpisodeOfCare'),
+        'informationSource': ('Patient', 'Practitioner', 'PractitionerRole', 'RelatedPerson', 'Organization'),
+        'medicationReference': ('Medication',),
+        'partOf': ('MedicationAdministration', 'MedicationDispense', 'MedicationStatement', 'Procedure', 'Observation'),
+        'reasonReference': ('Condition', 'Observation', 'DiagnosticReport'),
+        'subject': ('Patient', 'Group'),
+    },
+    'Observation': {
+        'basedOn': ('CarePlan', 'DeviceRequest', 'ImmunizationRecommendation', 'MedicationRequest', 'NutritionOrder', 'ServiceRequest'),
+        'derivedFrom': ('DocumentReference', 'ImagingStudy', 'Media', 'QuestionnaireResponse', 'Observation', 'MolecularSequence'),
+        'device': ('Device', 'DeviceMetric'),
+        'encounter': ('Encounter',),
+        'hasMember': ('Observation', 'QuestionnaireResponse', 'MolecularSequence'),
+        'partOf': ('MedicationAdministration', 'MedicationDispense', 'MedicationStatement', 'Procedure', 'Immunization', 'ImagingStudy'),
+        'performer': ('Practitioner', 'PractitionerRole', 'Organization', 'CareTeam', 'Patient', 'RelatedPerson'),
+        'specimen': ('Specimen',),
+        'subject': ('Patient', 'Group', 'Device', 'Location'),
+    },
+    'Organization': {
+        'endpoint': ('Endpoint',),
+        'partOf': ('Organization',),
+    },
+    'Patient': {
+        'generalPractitioner': ('Organization', 'Practitioner', 'PractitionerRole'),
+        'managingOrganization': ('Organization',),
+    },
+    'Patient.contact': {
+        'organization': ('Organization',),
+    },
+    'Patient.link': {
+        'other': ('Patient', 'RelatedPerson'),
+    },
+    'Practitioner.qualification': {
+        'issuer': ('Organization',),
+    },
+    'Procedure': {
+        'asserter': ('Patient', 'RelatedPerson', 'Practitioner', 'PractitionerRole'),
+        'basedOn': ('CarePlan', 'ServiceRequest'),
+        'complicationDetail': ('Condition',),
+        'encounter': ('Encounter',),
+        'location': ('Location',),
+        'partOf': ('Procedure', 'Observation', 'MedicationAdministration'),
+        'reasonReference': ('Condition', 'Observation', 'Procedure', 'DiagnosticReport', 'DocumentReference'),
+        'recorder': ('Patient', 'RelatedPerson', 'Practitioner', 'PractitionerRole'),
+        'report': ('DiagnosticReport', 'DocumentReference', 'Composition'),
+        'subject': ('Patient', 'Group'),
+        'usedReference': ('Device', 'Medication', 'Substance'),
+    },
+    'Procedure.focalDevice': {
+        'manipulated': ('Device',),
+    },
+    'Procedure.performer': {
+        'actor': ('Practitioner', 'PractitionerRole', 'Organization', 'Patient', 'RelatedPerson', 'Device'),
+        'onBehalfOf': ('Organization',),
+    },
+    'ServiceRequest': {
+        'basedOn': ('CarePlan', 'ServiceRequest', 'MedicationRequest'),
+        'encounter': ('Encounter',),
+        'insurance': ('Coverage', 'ClaimResponse'),
+        'locationReference': ('Location',),
+        'performer': ('Practitioner', 'PractitionerRole', 'Organization', 'CareTeam', 'HealthcareService', 'Patient', 'Device', 'RelatedPerson'),
+        'reasonReference': ('Condition', 'Observation', 'DiagnosticReport', 'DocumentReference'),
+        'relevantHistory': ('Provenance',),
+        'replaces': ('ServiceRequest',),
+        'requester': ('Practitioner', 'PractitionerRole', 'Organization', 'Patient', 'RelatedPerson', 'Device'),
+        'specimen': ('Specimen',),
+        'subject': ('Patient', 'Group', 'Location', 'Device'),
+    },
+    'Signature': {
+        'onBehalfOf': ('Practitioner', 'PractitionerRole', 'RelatedPerson', 'Patient', 'Device', 'Organization'),
+        'who': ('Practitioner', 'PractitionerRole', 'RelatedPerson', 'Patient', 'Device', 'Organization'),
+    },
+    'Specimen': {
+        'parent': ('Specimen',),
+        'request': ('ServiceRequest',),
+        'subject': ('Patient', 'Group', 'Device', 'Substance', 'Location'),
+    },
+    'Specimen.collection': {
+        'collector': ('Practitioner', 'PractitionerRole'),
+    },
+    'Specimen.container': {
+        'additiveReference': ('Substance',),
+    },
+    'Specimen.processing': {
+        'additive': ('Substance',),
+    },
+    'TriggerDefinition': {
+        'timingReference': ('Schedule',),
+    },
+    'UsageContext': {
+        'valueReference': ('PlanDefinition', 'ResearchStudy', 'InsurancePlan', 'HealthcareService', 'Group', 'Location', 'Organization'),
+    },
 }
 # fmt: on

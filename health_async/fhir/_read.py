@@ -31,13 +31,16 @@ import attrs
 
 from .._json import JSONDecodeError, loads
 from ..errors import InvalidRequest
+from ._recognise import record_type_of
 from ._types import RecordType
 
 __all__ = [
     "Attachment",
     "ClinicalEntry",
+    "Dosage",
     "FhirDate",
     "FhirRecord",
+    "InvoiceLine",
     "MedicationInfo",
     "ObservationValue",
     "Party",
@@ -50,19 +53,6 @@ __all__ = [
 FhirDate: TypeAlias = dt.datetime | dt.date | str
 #: What an observation's value can be (see :attr:`ObservationValue.value`).
 ObservedValue: TypeAlias = float | int | str | bool | dt.datetime | dt.date | None
-
-# The SNOMED CT codes of Composition.type in the guide's profiles (checked against its examples). WellnessRecord
-# has none: its examples carry only a text, so it is known by its profile or its title.
-_SNOMED_TYPES: Final[Mapping[str, RecordType]] = {
-    "371530004": RecordType.OP_CONSULT,
-    "440545006": RecordType.PRESCRIPTION,
-    "721981007": RecordType.DIAGNOSTIC_REPORT,
-    "373942005": RecordType.DISCHARGE_SUMMARY,
-    "41000179103": RecordType.IMMUNIZATION,
-    "419891008": RecordType.HEALTH_DOCUMENT,
-}
-_BY_PROFILE_NAME: Final[Mapping[str, RecordType]] = {member.value.lower(): member for member in RecordType}
-_WELLNESS_TITLE: Final = "wellness record"
 
 # ABHA identifiers of a Patient. The guide's examples write the ABHA number as an identifier of system
 # https://healthid.ndhm.gov.in (type v2-0203#MR) with a 14-digit value ("22-7225-4829-5255"); its identifier-type
@@ -80,9 +70,22 @@ _BOM_TEXT: Final = "\ufeff"
 #: JSON's whitespace (RFC 8259), as bytes and as text.
 _SPACE_BYTES: Final = b" \t\n\r"
 _SPACE_TEXT: Final = " \t\n\r"
+#: Every control character (U+0000 to U+001F, which JSON allows inside a string only escaped) mapped to a space.
+_BLANK_BYTES: Final = bytes(0x20 if byte < 0x20 else byte for byte in range(256))
+_BLANK_TEXT: Final[Mapping[int, int]] = dict.fromkeys(range(0x20), 0x20)
 #: The largest number read as one: beyond a double's range (``1e400``, a 400-digit integer) a number is absent.
 _LARGEST: Final = sys.float_info.max
 _AT_BYTE: Final = re.compile(r"\(byte (\d+)\)")
+#: UCUM's units of time, as ``Timing.repeat.periodUnit`` codes them (FHIR's units-of-time value set), in words.
+_TIME_UNITS: Final[Mapping[str, tuple[str, str]]] = {
+    "s": ("second", "seconds"),
+    "min": ("minute", "minutes"),
+    "h": ("hour", "hours"),
+    "d": ("day", "days"),
+    "wk": ("week", "weeks"),
+    "mo": ("month", "months"),
+    "a": ("year", "years"),
+}
 
 
 # ---------------------------------------------------------------------------------------------------------- models
@@ -158,6 +161,52 @@ class ObservationValue:
 
 
 @attrs.frozen
+class Dosage:
+    """One dosage of a medication (a MedicationRequest's ``dosageInstruction``, a MedicationStatement's ``dosage``):
+    its coded parts, typed, and a one-line :attr:`summary` of them. Left out of the ``repr`` (health data).
+
+    The guide's examples write a dosage either as ``text`` or only as coded parts (the OP consult example's
+    MedicationRequest has a route and an additional instruction, no text): :attr:`MedicationInfo.dosage` reads the
+    text when there is one, else this summary.
+    """
+
+    #: ``text`` as written (``"One tablet at once"``).
+    text: str | None = attrs.field(default=None, repr=False)
+    #: ``doseAndRate[0].doseQuantity.value`` (``1``).
+    dose: float | int | None = attrs.field(default=None, repr=False)
+    #: That quantity's ``unit``, else its ``code`` (``"tablet"``).
+    dose_unit: str | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.frequency``: how many times per :attr:`period`.
+    frequency: float | int | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.period``.
+    period: float | int | None = attrs.field(default=None, repr=False)
+    #: ``timing.repeat.periodUnit`` as written: a UCUM unit of time (``"s"``, ``"min"``, ``"h"``, ``"d"``,
+    #: ``"wk"``, ``"mo"``, ``"a"``).
+    period_unit: str | None = attrs.field(default=None, repr=False)
+    #: ``timing.code`` (``"BID"``...): its text, else the first coding's display, else its code.
+    timing: str | None = attrs.field(default=None, repr=False)
+    #: ``route`` (``"Oral Route"``): its text, else the first coding's display, else its code.
+    route: str | None = attrs.field(default=None, repr=False)
+    #: ``method`` (``"Swallow"``), read as :attr:`route` is.
+    method: str | None = attrs.field(default=None, repr=False)
+    #: ``asNeededBoolean``; ``True`` when an ``asNeededCodeableConcept`` is given (the need it names is
+    #: :attr:`as_needed_for`); ``None`` when the dosage does not say.
+    as_needed: bool | None = attrs.field(default=None, repr=False)
+    #: ``asNeededCodeableConcept`` (``"Pain"``), read as :attr:`route` is.
+    as_needed_for: str | None = attrs.field(default=None, repr=False)
+    #: Each ``additionalInstruction`` (``"With or after food"``), read as :attr:`route` is, in order.
+    additional_instructions: tuple[str, ...] = attrs.field(default=(), repr=False)
+    #: The coded parts in one line, in this order and joined by ``", "``: the dose (``"1 tablet"``), the timing
+    #: (:attr:`timing` when coded, else ``"2 time(s) per 1 day"``, or ``"every 8 hours"`` without a frequency),
+    #: the route, the method, ``"as needed"`` (``"as needed for Pain"``), the additional instructions; e.g.
+    #: ``"1 tablet, 1 time(s) per 1 day, Oral Route, Swallow, With or after food"``. Names are as written (not
+    #: recased); ``None`` when the dosage has no coded part. The :attr:`text` is not part of it.
+    summary: str | None = attrs.field(default=None, repr=False)
+    #: The Dosage as written.
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+
+@attrs.frozen
 class MedicationInfo:
     """A MedicationRequest (prescribed) or a MedicationStatement (taken). Left out of the ``repr`` but its type."""
 
@@ -167,13 +216,16 @@ class MedicationInfo:
     name: str | None = attrs.field(default=None, repr=False)
     #: The first coding's code (SNOMED CT in the guide).
     code: str | None = attrs.field(default=None, repr=False)
-    #: How to take it: each dosage's ``text``, else its timing written out (``"1 per 1 d"``), joined by ``"; "``.
+    #: How to take it: each dosage's ``text``, else its coded parts in one line (:attr:`Dosage.summary`), joined
+    #: by ``"; "``; ``None`` when no dosage says anything.
     dosage: str | None = attrs.field(default=None, repr=False)
     #: ``status`` as written (``active``, ``completed``...).
     status: str | None = attrs.field(default=None, repr=False)
     #: ``authoredOn`` (a request), else ``effectiveDateTime`` or ``dateAsserted`` (a statement).
     date: FhirDate | None = attrs.field(default=None, repr=False)
     raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+    #: Each dosage (``dosageInstruction`` of a request, ``dosage`` of a statement), typed, in order.
+    dosages: tuple[Dosage, ...] = attrs.field(default=(), repr=False)
 
 
 @attrs.frozen
@@ -230,6 +282,35 @@ class Attachment:
             raise ValueError("the attachment's data is not valid base64") from error
 
 
+@attrs.frozen
+class InvoiceLine:
+    """One line of an Invoice (an invoice record's ``lineItem``): what was charged, how many, at what rate.
+
+    Left out of the ``repr`` (what a patient bought is health data). The guide's invoice example charges each
+    line through a ChargeItem, whose ``productReference`` names a Medication; a line's :attr:`price` is its
+    ``base`` price component (the rate), the other components (MRP, discount, taxes) are in :attr:`raw`.
+    """
+
+    #: ``sequence``.
+    sequence: int | None = attrs.field(default=None, repr=False)
+    #: The product charged (the ChargeItem's ``productReference``'s code, or ``productCodeableConcept``), else the
+    #: charge's own code (the ChargeItem's ``code``, or the line's ``chargeItemCodeableConcept``); read as
+    #: :attr:`ObservationValue.name` is.
+    name: str | None = attrs.field(default=None, repr=False)
+    #: That concept's first code (SNOMED CT for a medicine in the guide).
+    code: str | None = attrs.field(default=None, repr=False)
+    #: The ChargeItem's ``quantity.value``.
+    quantity: float | int | None = attrs.field(default=None, repr=False)
+    #: Its ``unit``, else its ``code`` (``"Tablet"``).
+    unit: str | None = attrs.field(default=None, repr=False)
+    #: The ``amount.value`` of the first price component of type ``base``.
+    price: float | int | None = attrs.field(default=None, repr=False)
+    #: That amount's ``currency`` (``"INR"``).
+    currency: str | None = attrs.field(default=None, repr=False)
+    #: The line item as written.
+    raw: Mapping[str, Any] = attrs.field(factory=dict, repr=False, eq=False)
+
+
 @attrs.frozen(repr=False)
 class FhirRecord:
     """A read FHIR document: what the guide's seven record types carry, typed, and everything else raw.
@@ -265,6 +346,8 @@ class FhirRecord:
     #: The decoded bundle, as given (not copied).
     raw: Any
     _index: Mapping[str, Mapping[str, Any]] = attrs.field(alias="index", eq=False)
+    #: Every Invoice's line items, in entry order (an invoice record's content).
+    invoice_lines: tuple[InvoiceLine, ...] = ()
 
     def resolve(self, reference: str) -> Mapping[str, Any] | None:
         """The bundle's resource a reference names (``"urn:uuid:..."``, ``"Patient/1"``, a full URL ending in
@@ -282,6 +365,7 @@ class FhirRecord:
                 "procedures",
                 "immunizations",
                 "attachments",
+                "invoice_lines",
             )
         )
         kind = self.record_type.value if self.record_type is not None else None
@@ -307,15 +391,19 @@ def read(bundle: Mapping[str, Any] | str | bytes | bytearray) -> FhirRecord:
             error (also a ``ValueError``); its message says which, and never holds the input.
         TypeError: ``bundle`` is none of the accepted types.
 
-    The record type is the first found of: a ``meta.profile`` of the Composition, then of the Bundle, whose last
-    segment is a :class:`RecordType` value; the Composition's SNOMED CT type code (371530004 OP consult,
-    440545006 prescription, 721981007 diagnostic report, 373942005 discharge summary, 41000179103 immunization,
-    419891008 health document); a title or type text of "Wellness Record" (the guide gives WellnessRecord no
-    code). ``None`` when none matches.
+    The record type is found as :func:`~health_async.fhir.validate` finds it (one function for both): the first
+    found of a ``meta.profile`` of the Composition, then of the Bundle, whose last segment (without a
+    ``|version``) is a :class:`RecordType` value; the Composition's SNOMED CT type code the guide's profiles name
+    (371530004 OP consult, 440545006 prescription, 721981007 and the other codes of the guide's diagnostic report
+    types, 373942005 discharge summary, 41000179103 immunization, 419891008 health document); a type text or
+    title of "Wellness Record" or "Invoice Record" (the guide gives those two profiles no code). ``None`` when none
+    matches.
 
     Judgement call: JSON text the strict decoder refuses is decoded again leniently (Python's ``json`` with
     ``strict=False``), because the guide's own published examples hold raw control characters inside their
-    narratives' strings; text that neither decodes is :class:`~health_async.errors.InvalidRequest`. The lenient
+    narratives' strings (kept as written: a raw newline is read as ``"\\n"``); text that neither decodes is
+    :class:`~health_async.errors.InvalidRequest`, whose reason is found as if those characters were spaces (a
+    truncated text says truncated, not "malformed" at its first raw tab). The lenient
     decoder also takes ``NaN``, ``Infinity`` and numbers beyond a double's range (``1e400``): tolerant, the record
     reads such a number as absent (``None``), as it does in a decoded bundle; :func:`~health_async.fhir.validate`
     reports each as an error.
@@ -359,17 +447,38 @@ def _decode(text: str | bytes | bytearray) -> Any:
     if is_blank(data):
         raise InvalidRequest("the FHIR input is empty: there is no JSON text")
     skipped = len(_BOM_BYTES) if len(data) != len(text) else 0  # msgspec's offsets count UTF-8 bytes
+    strict = True
     try:
         return loads(data)
     except JSONDecodeError as strict_error:
         reason = _reason(str(strict_error), skipped)
     except ValueError:  # msgspec encodes text to UTF-8 first: a lone surrogate is a UnicodeEncodeError
         reason = "it is not UTF-8 (it holds a lone surrogate)"
+        strict = False
     try:  # UTF-8 only, as the strict decoder (and RFC 8259): json.loads of bytes would guess UTF-16 or a 2nd BOM
         return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data, strict=False)
     except (ValueError, RecursionError):
         pass
+    if strict:
+        reason = _blanked_reason(data, skipped) or reason
     raise InvalidRequest(f"the FHIR input is not JSON: {reason}")
+
+
+def _blanked_reason(data: str | bytes, skipped: int) -> str | None:
+    """Why ``data`` is not JSON once its raw control characters are read as spaces (as the lenient decoder reads
+    them inside strings), so that a raw control character inside a string is not named as the fault of text whose
+    fault is elsewhere (truncated, or something after its value); ``None`` when the blanked text decodes (the
+    fault was a control character outside any string: the first reason stands). Same length, so same offsets."""
+    blanked = data.translate(_BLANK_BYTES) if isinstance(data, bytes) else data.translate(_BLANK_TEXT)
+    if blanked == data:
+        return None
+    try:
+        loads(blanked)
+    except JSONDecodeError as error:
+        return _reason(str(error), skipped)
+    except ValueError:
+        return None
+    return None
 
 
 def _reason(message: str, skipped: int) -> str:
@@ -440,7 +549,7 @@ class _Reader:
         subject = self.target(composition.get("subject"))
         patient_resource = subject if _kind(subject) == "Patient" else self.first("Patient")
         return FhirRecord(
-            record_type=_record_type(self.bundle, composition),
+            record_type=record_type_of(self.bundle),
             date=_date(composition.get("date")) or _date(self.bundle.get("timestamp")),
             title=_str(composition.get("title")),
             patient=_patient(patient_resource) if patient_resource is not None else None,
@@ -456,6 +565,7 @@ class _Reader:
             resources=types.MappingProxyType({kind: tuple(found) for kind, found in self.by_type.items()}),
             raw=self.raw,
             index=types.MappingProxyType(self.index),
+            invoice_lines=tuple(self._invoice_lines()),
         )
 
     def _party(self, reference: Mapping[str, Any]) -> Party:
@@ -492,18 +602,51 @@ class _Reader:
                     if concept is None:
                         reference = _obj(resource.get("medicationReference"))
                         concept = {"text": reference.get("display")} if reference is not None else None
-                dosages = _objects(resource.get("dosageInstruction" if kind == "MedicationRequest" else "dosage"))
+                dosages = tuple(
+                    map(
+                        _dosage,
+                        _objects(resource.get("dosageInstruction" if kind == "MedicationRequest" else "dosage")),
+                    )
+                )
                 yield MedicationInfo(
                     resource_type=kind,
                     name=_concept_name(concept),
                     code=_concept_code(concept),
-                    dosage="; ".join(filter(None, map(_dosage, dosages))) or None,
+                    dosage="; ".join(filter(None, (dosage.text or dosage.summary for dosage in dosages))) or None,
                     status=_str(resource.get("status")),
                     date=_date(resource.get("authoredOn"))
                     or _date(resource.get("effectiveDateTime"))
                     or _period_start(resource.get("effectivePeriod"))
                     or _date(resource.get("dateAsserted")),
                     raw=resource,
+                    dosages=dosages,
+                )
+
+    def _invoice_lines(self) -> Iterator[InvoiceLine]:
+        for invoice in self.by_type.get("Invoice", ()):
+            for line in _objects(invoice.get("lineItem")):
+                charge = self.target(line.get("chargeItemReference"), within=invoice) or {}
+                product = self.target(charge.get("productReference"), within=charge)
+                concept = (
+                    (_obj(product.get("code")) if product is not None else None)
+                    or _obj(charge.get("productCodeableConcept"))
+                    or _obj(charge.get("code"))
+                    or _obj(line.get("chargeItemCodeableConcept"))
+                )
+                base = next((p for p in _objects(line.get("priceComponent")) if p.get("type") == "base"), {})
+                amount = _obj(base.get("amount")) or {}
+                quantity = _obj(charge.get("quantity"))
+                sequence = _number(line.get("sequence"))
+                line_number = int(sequence) if sequence is not None and float(sequence).is_integer() else None
+                yield InvoiceLine(
+                    sequence=line_number,
+                    name=_concept_name(concept),
+                    code=_concept_code(concept),
+                    quantity=_quantity_value(quantity),
+                    unit=_quantity_unit(quantity),
+                    price=_number(amount.get("value")),
+                    currency=_str(amount.get("currency")),
+                    raw=line,
                 )
 
     def _clinical(self, kind: str) -> tuple[ClinicalEntry, ...]:
@@ -547,36 +690,6 @@ class _Reader:
 
 
 # ---------------------------------------------------------------------------------------------- the resources
-
-
-def record_type_of(bundle: Mapping[str, Any]) -> RecordType | None:
-    """The record type a bundle declares, found as :func:`read` finds it (the first Composition's or the bundle's NRCeS
-    profile, the Composition's SNOMED CT type, a wellness record's title), without reading the rest; ``None`` when it
-    declares none this version knows."""
-    for entry in _objects(bundle.get("entry")):
-        resource = _obj(entry.get("resource"))
-        if resource is not None and _kind(resource) == "Composition":
-            return _record_type(bundle, resource)
-    return _record_type(bundle, {})
-
-
-def _record_type(bundle: Mapping[str, Any], composition: Mapping[str, Any]) -> RecordType | None:
-    for holder in (composition, bundle):
-        meta = _obj(holder.get("meta"))
-        for profile in _strings(meta.get("profile") if meta is not None else None):
-            name = profile.split("|", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
-            if name in _BY_PROFILE_NAME:
-                return _BY_PROFILE_NAME[name]
-    concept = _obj(composition.get("type"))
-    for coding in _objects(concept.get("coding") if concept is not None else None):
-        system = _str(coding.get("system"))
-        code = _str(coding.get("code"))
-        if code is not None and code in _SNOMED_TYPES and (system is None or "snomed" in system.lower()):
-            return _SNOMED_TYPES[code]
-    texts = (_str(composition.get("title")), _str(concept.get("text")) if concept is not None else None)
-    if any(text is not None and " ".join(text.split()).lower() == _WELLNESS_TITLE for text in texts):
-        return RecordType.WELLNESS
-    return None
 
 
 def _patient(resource: Mapping[str, Any]) -> PatientInfo:
@@ -705,24 +818,57 @@ def _attachment(source: str, attachment: Mapping[str, Any]) -> Attachment:
     )
 
 
-def _dosage(dosage: Mapping[str, Any]) -> str | None:
-    text = _str(dosage.get("text"))
-    if text:
-        return text
-    timing = _obj(dosage.get("timing"))
-    if timing is None:
-        return None
-    named = _concept_name(_obj(timing.get("code")))
-    if named:
-        return named
-    repeat = _obj(timing.get("repeat"))
-    if repeat is None:
-        return None
+def _dosage(dosage: Mapping[str, Any]) -> Dosage:
+    timing = _obj(dosage.get("timing")) or {}
+    repeat = _obj(timing.get("repeat")) or {}
     frequency, period = _number(repeat.get("frequency")), _number(repeat.get("period"))
-    unit = _str(repeat.get("periodUnit"))
-    if frequency is None or period is None:
-        return None
-    return f"{_plain(frequency)} per {_plain(period)}{'' if unit is None else ' ' + unit}"
+    period_unit = _str(repeat.get("periodUnit"))
+    quantity = _obj((_first_object(dosage.get("doseAndRate")) or {}).get("doseQuantity"))
+    dose, dose_unit = _quantity_value(quantity), _quantity_unit(quantity)
+    flag = dosage.get("asNeededBoolean")
+    as_needed_for = _concept_name(_obj(dosage.get("asNeededCodeableConcept")))
+    as_needed = flag if isinstance(flag, bool) else (True if as_needed_for is not None else None)
+    named = _concept_name(_obj(timing.get("code")))
+    route = _concept_name(_obj(dosage.get("route")))
+    method = _concept_name(_obj(dosage.get("method")))
+    instructions = tuple(filter(None, map(_concept_name, _objects(dosage.get("additionalInstruction")))))
+    parts = [
+        None if dose is None else " ".join(filter(None, (_plain(dose), dose_unit))),
+        named or _every(frequency, period, period_unit),
+        route,
+        method,
+        ("as needed" + ("" if as_needed_for is None else f" for {as_needed_for}")) if as_needed else None,
+        *instructions,
+    ]
+    return Dosage(
+        text=_str(dosage.get("text")),
+        dose=dose,
+        dose_unit=dose_unit,
+        frequency=frequency,
+        period=period,
+        period_unit=period_unit,
+        timing=named,
+        route=route,
+        method=method,
+        as_needed=as_needed,
+        as_needed_for=as_needed_for,
+        additional_instructions=instructions,
+        summary=", ".join(part.strip() for part in parts if part and part.strip()) or None,
+        raw=dosage,
+    )
+
+
+def _every(frequency: float | int | None, period: float | int | None, unit: str | None) -> str | None:
+    """A timing's repeat in words: ``"2 time(s) per 1 day"``, ``"every 8 hours"`` (no frequency), ``"2 time(s)"``
+    (no period); a unit that is not UCUM's unit of time is written as given."""
+    span = None
+    if period is not None:
+        words = _TIME_UNITS.get(unit or "")
+        name = (words[0] if period == 1 else words[1]) if words is not None else unit
+        span = " ".join(filter(None, (_plain(period), name)))
+    if frequency is not None:
+        return f"{_plain(frequency)} time(s)" + ("" if span is None else f" per {span}")
+    return None if span is None else f"every {span}"
 
 
 # ---------------------------------------------------------------------------------------------------- helpers

@@ -5,7 +5,8 @@ A hospital's ``on_data_fetch`` callback (or a direct ``client.abdm.push_health_d
 with builder inputs instead of a finished bundle::
 
     async def on_data_fetch(request):
-        return {cid: fhir.Record(fhir.lab_report, patient=..., organization=..., date=..., observations=[...])
+        return {cid: fhir.Record(fhir.lab_report, patient=..., organization=..., date=..., observations=[...],
+                                 conclusion=...)
                 for cid in request.care_contexts}
 
 The push builds each with its care context's id (so the document's ids are that care context's, and a re-push sends
@@ -23,6 +24,7 @@ from ._build import (
     health_document,
     imaging_report,
     immunization_record,
+    invoice_record,
     lab_report,
     op_consult,
     prescription,
@@ -40,6 +42,7 @@ BUILDERS: Final = frozenset(
         imaging_report,
         discharge_summary,
         immunization_record,
+        invoice_record,
         wellness_record,
         health_document,
         from_processing_result,

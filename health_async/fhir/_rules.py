@@ -1,9 +1,13 @@
-"""The NRCeS guide's profile rules, as declarations: one per rule, each naming the guide's text it comes from.
+"""The codes the builders write (``_build.py``): each record type's ``Composition.type`` and each named section's
+code, as declarations naming the guide's text they come from.
 
 The guide is "FHIR Implementation Guide for ABDM" (NRCeS, https://nrces.in/ndhm/fhir/r4/). The sources below name
 its StructureDefinitions (``StructureDefinition-<name>``) and elements (``Composition.section:ChiefComplaints``),
 read from the guide's published package ``ndhm.in`` 2.0.1 (provenance in ``tests/data/fhir/README.md``).
-The validator (``_validate.py``) interprets the four kinds; nothing here runs.
+
+The validator no longer reads these: its profile rules are generated from the guide's own packages (``_ig.py``,
+``tools/fhir_ig_profiles.py``) and interpreted by ``_profiles.py``. ``tests/fhir/test_profiles.py`` checks that
+every code here is the one the generated 2.0.1 tables fix.
 """
 
 from __future__ import annotations
@@ -14,16 +18,7 @@ import attrs
 
 from ._types import RecordType
 
-__all__ = [
-    "COMPOSITION_TYPES",
-    "ELEMENT_RULES",
-    "SECTION_RULES",
-    "SINGLE_SECTION",
-    "CompositionType",
-    "ElementRule",
-    "SectionRule",
-    "SingleSection",
-]
+__all__ = ["COMPOSITION_TYPES", "SECTION_RULES", "CompositionType", "SectionRule"]
 
 SNOMED: Final = "http://snomed.info/sct"
 
@@ -48,28 +43,6 @@ class SectionRule:
     code: str | None
     title: str | None
     allowed: frozenset[str]
-    source: str
-
-
-@attrs.frozen
-class SingleSection:
-    """A profile with exactly one section (min 1, max 1) holding at least one entry of the allowed types."""
-
-    rule: str
-    record_type: RecordType
-    allowed: frozenset[str]
-    source: str
-
-
-@attrs.frozen
-class ElementRule:
-    """An element the guide requires: ``element`` of ``resource_type`` (``a|b``: one of them), in the given record
-    types (``None``: in every record type)."""
-
-    rule: str
-    resource_type: str
-    element: str
-    record_types: frozenset[RecordType] | None
     source: str
 
 
@@ -193,64 +166,4 @@ SECTION_RULES: Final = (
     _wellness("Lifestyle", "Lifestyle", "Observation"),
     _wellness("OtherObservations", "Other Observations", "Observation", "Condition"),
     _wellness("DocumentReference", "Document Reference", "DocumentReference"),
-)
-
-SINGLE_SECTION: Final = (
-    SingleSection(
-        "prescription.section",
-        RecordType.PRESCRIPTION,
-        frozenset({"MedicationRequest", "Binary"}),
-        _sd("PrescriptionRecord", "Composition.section 1..1, entry 1..* Reference(MedicationRequest | Binary)"),
-    ),
-    SingleSection(
-        "diagnostic-report.section",
-        RecordType.DIAGNOSTIC_REPORT,
-        frozenset({"DiagnosticReport", "DocumentReference"}),
-        _sd(
-            "DiagnosticReportRecord",
-            "Composition.section 1..1, entry 1..2 Reference(DiagnosticReportLab "
-            "| DiagnosticReportImaging | DocumentReference)",
-        ),
-    ),
-    SingleSection(
-        "immunization.section",
-        RecordType.IMMUNIZATION,
-        frozenset({"Immunization", "ImmunizationRecommendation", "DocumentReference"}),
-        _sd(
-            "ImmunizationRecord",
-            "Composition.section 1..1, entry 1..* Reference(Immunization | "
-            "ImmunizationRecommendation | DocumentReference)",
-        ),
-    ),
-    SingleSection(
-        "health-document.section",
-        RecordType.HEALTH_DOCUMENT,
-        frozenset({"DocumentReference"}),
-        _sd("HealthDocumentRecord", "Composition.section 1..1, entry 1..* Reference(DocumentReference)"),
-    ),
-)
-
-ELEMENT_RULES: Final = (
-    ElementRule("patient.identifier", "Patient", "identifier", None, _sd("Patient", "Patient.identifier 1..*")),
-    ElementRule(
-        "composition.encounter",
-        "Composition",
-        "encounter",
-        frozenset({RecordType.OP_CONSULT, RecordType.DISCHARGE_SUMMARY}),
-        _sd("OPConsultRecord", "Composition.encounter 1..1")
-        + "; "
-        + _sd("DischargeSummaryRecord", "Composition.encounter 1..1"),
-    ),
-    ElementRule(
-        "composition.section", "Composition", "section", None, "every record profile: Composition.section 1..*"
-    ),
-    ElementRule(
-        "diagnostic-report.result-or-form",
-        "DiagnosticReport",
-        "result|presentedForm",
-        None,
-        _sd("DiagnosticReportLab", "DiagnosticReport.result 1..*")
-        + "; "
-        + _sd("DiagnosticReportImaging", "DiagnosticReport.presentedForm"),
-    ),
 )

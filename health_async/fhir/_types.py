@@ -1,4 +1,4 @@
-"""The seven ABDM document profiles of the NRCeS implementation guide (FHIR R4), and their codes.
+"""The eight ABDM document profiles of the NRCeS implementation guide (FHIR R4), and their codes.
 
 Each record type is a FHIR ``document`` Bundle whose first entry is a Composition of the profile's type. The
 values are the profiles' names, exactly as the guide spells them (``meta.profile`` ends with them).
@@ -27,6 +27,7 @@ class RecordType(enum.StrEnum):
     IMMUNIZATION = "ImmunizationRecord"
     WELLNESS = "WellnessRecord"
     HEALTH_DOCUMENT = "HealthDocumentRecord"
+    INVOICE = "InvoiceRecord"
 
     @property
     def profile(self) -> str:
@@ -53,5 +54,6 @@ _TO_HI_TYPE: Final = {
     RecordType.IMMUNIZATION: HiType.IMMUNIZATION_RECORD,
     RecordType.WELLNESS: HiType.WELLNESS_RECORD,
     RecordType.HEALTH_DOCUMENT: HiType.HEALTH_DOCUMENT_RECORD,
+    RecordType.INVOICE: HiType.INVOICE,
 }
 _FROM_HI_TYPE: Final = {hi: record for record, hi in _TO_HI_TYPE.items()}

@@ -83,8 +83,8 @@ async def test_bytes_and_text_are_validated_too_and_warnings_pass(
         with pytest.raises(ha.BundleInvalid, match="visit-0"):
             await client.abdm.push_health_data(request, {"visit-0": raw})
     assert server.calls("hip_data_push") == 0
-    warned = valid()  # a resource type the validator does not describe: a warning, not an error
-    warned["entry"].append({"fullUrl": "Basic/extra", "resource": {"resourceType": "Unknownish", "id": "extra"}})
+    warned = valid()  # an R4 resource type the validator does not describe: a warning, not an error
+    warned["entry"].append({"fullUrl": "Basic/extra", "resource": {"resourceType": "Basic", "id": "extra"}})
     result = await client.abdm.push_health_data(request, {"visit-0": json.dumps(warned).encode()})
     assert result.pushed == ("visit-0",)
 

@@ -17,14 +17,16 @@ from health_async.testing.abdm._hiu import DOCUMENTS, example_document
 
 ROOT = Path(__file__).resolve().parents[2]
 FHIR_READ = ROOT / "tests" / "data" / "fhir_read"
+FHIR_650 = ROOT / "tests" / "data" / "fhir" / "examples-6.5.0"  # InvoiceRecord: 3.0.1 has none
 PACKAGED = Path(fake_hiu.__file__).parent / "_documents"
 
 
 def test_the_fake_sends_the_guides_examples_kept_with_their_source() -> None:
     assert set(DOCUMENTS) == {t.value for t in HiType}  # one per HI type
     assert {p.name for p in PACKAGED.glob("*.json")} == set(DOCUMENTS.values())
-    for name in DOCUMENTS.values():  # byte for byte the copies whose provenance tests/data/fhir_read/README.md gives
-        assert (PACKAGED / name).read_bytes() == (FHIR_READ / name).read_bytes()
+    for name in DOCUMENTS.values():  # byte for byte the copies whose provenance tests/data/fhir*/README.md gives
+        source = FHIR_650 if name == DOCUMENTS["Invoice"] else FHIR_READ
+        assert (PACKAGED / name).read_bytes() == (source / name).read_bytes()
     readme = (PACKAGED / "README.md").read_text(encoding="utf-8")
     assert "gauravvaishnav17/ig-test" in readme and "f93a9edefce0f2b38cd6f03bf48147552955e298" in readme
     wheel = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]

@@ -102,12 +102,20 @@ def test_validate_json_is_one_object_per_file(capsys: pytest.CaptureFixture[str]
     code, out, err = run(capsys, "fhir", "validate", "--json", str(LAB), bad)
     good_line, bad_line = (orjson.loads(line) for line in out.splitlines())
     assert code == 1 and err == "2 files, 1 valid\n"
-    assert good_line == {"file": str(LAB), "ok": True, "record_type": "DiagnosticReportRecord", "problems": []}
+    assert good_line == {
+        "file": str(LAB),
+        "ok": True,
+        "record_type": "DiagnosticReportRecord",
+        "ig_version": "6.5.0",
+        "problems": [],
+    }
     report = fhir.validate(broken)
     assert bad_line["file"] == bad and bad_line["ok"] is False
     assert bad_line["record_type"] == "DiagnosticReportRecord"
     assert bad_line["problems"] == [
-        {"severity": p.severity, "path": p.path, "rule": p.rule, "message": p.message} for p in report.problems
+        {"severity": p.severity, "path": p.path, "rule": p.rule, "message": p.message}
+        | ({"source": p.source} if p.source else {})
+        for p in report.problems
     ]
     assert {"severity": "error", "path": "Bundle.entry[1].resource", "rule": "structure.resource-type"}.items() <= (
         bad_line["problems"][0].items()
@@ -175,6 +183,7 @@ def test_validate_an_unreadable_file_fails_alone(capsys: pytest.CaptureFixture[s
         "file": missing,
         "ok": False,
         "record_type": None,
+        "ig_version": None,
         "problems": [],
         "error": {"type": "InputError", "message": "the input file does not exist"},
     }
@@ -244,7 +253,8 @@ def test_show_medications_conditions_allergies_procedures(capsys: pytest.Capture
     assert code == 0
     text = out.split("Medications (2):\n", 1)[1]
     assert text.splitlines()[:10] == [
-        "  Neomycin 5 microgram/mg cutaneous ointment (active)",
+        # no dosage text: the summary of its coded parts, the route's display and the additional instruction's
+        "  Neomycin 5 microgram/mg cutaneous ointment: Topical route, Twice a day (active)",
         "  Telmisartan 20 mg oral tablet (completed)",
         "Conditions (3):",
         "  Foot swelling (active)",
@@ -405,6 +415,7 @@ class StubBuilder:
         organization: Any,
         practitioner: Any = None,
         care_context_id: str,
+        conclusion: str,
         original_file: bytes | None = None,
         content_type: str = "application/pdf",
     ) -> dict[str, Any]:
@@ -416,6 +427,7 @@ class StubBuilder:
                     "organization": organization,
                     "practitioner": practitioner,
                     "care_context_id": care_context_id,
+                    "conclusion": conclusion,
                     "original_file": original_file,
                     "content_type": content_type,
                 },
@@ -434,7 +446,7 @@ def builder(monkeypatch: pytest.MonkeyPatch) -> StubBuilder:
 
 
 ARGS: tuple[str, ...] = ("--patient-name", "Asha Sharma", "--abha-address", "asha@sbx", "--facility-id", "IN2710000123")
-ARGS += ("--facility-name", "Fake PathLabs")
+ARGS += ("--facility-name", "Fake PathLabs", "--conclusion", "Raised fasting glucose")
 
 
 def _doc(server: FakeHealthServer) -> str:
@@ -459,6 +471,7 @@ def test_from_result_fetches_the_result_builds_validates_and_writes_0600(
         "organization": {"Organization": {"name": "Fake PathLabs", "facility_id": "IN2710000123"}},
         "practitioner": None,
         "care_context_id": doc_id,  # the default: the document's id
+        "conclusion": "Raised fasting glucose",
         "original_file": None,
         "content_type": "application/pdf",
     }
@@ -565,7 +578,16 @@ def test_from_result_a_value_the_builder_refuses_is_exit_1_without_the_value(
     server: FakeHealthServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run(
-        capsys, "fhir", "from-result", _doc(server), *ARGS[:4], "--facility-id", "IN1", "--facility-name", " "
+        capsys,
+        "fhir",
+        "from-result",
+        _doc(server),
+        *ARGS[:4],
+        "--facility-id",
+        "IN1",
+        "--facility-name",
+        " ",
+        *ARGS[-2:],
     )
     assert code == 1 and out == ""
     assert "cannot build the record" in err and "Asha" not in err
@@ -604,3 +626,18 @@ def test_from_result_a_file_that_cannot_be_written_is_exit_1_without_its_name(
     code, out, err = run(capsys, "fhir", "from-result", _doc(server), *ARGS, "--out", str(target))
     assert code == 1 and out == ""
     assert err == "health-async fhir from-result: the file could not be written (No such file or directory)\n"
+
+
+def test_validate_names_the_guides_version_and_the_profile_element_of_a_rule(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    broken = lab()
+    del broken["entry"][0]["resource"]["type"]["coding"]  # DiagnosticReportRecord: Composition.type.coding 1..1
+    bad = write(tmp_path / "bad.json", broken)
+    code, out, _ = run(capsys, "fhir", "validate", bad)
+    source = "StructureDefinition-DiagnosticReportRecord|6.5.0#Composition.type.coding"
+    assert code == 1 and f"{bad}: error Bundle.entry[0].resource.type.coding profile.cardinality" in out
+    assert out.rstrip().endswith(f"[{source}]")
+    code, out, _ = run(capsys, "fhir", "validate", "--json", bad)
+    line = orjson.loads(out)
+    assert line["ig_version"] == "6.5.0" and line["problems"][-1]["source"] == source

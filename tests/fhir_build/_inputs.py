@@ -11,6 +11,7 @@ from health_async import fhir
 IST = fhir.INDIA
 WHEN = dt.datetime(2024, 7, 10, 15, 44, 1, tzinfo=IST)
 PDF = b"%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00\xff\xd9"
 PATIENT = fhir.Patient(
     "Asha Sharma",
     gender="female",
@@ -45,7 +46,7 @@ def lab_observations(n: int = 3) -> list[fhir.Observation]:
             low=70,
             high=100,
             interpretation="high",
-            code=fhir.Coding.loinc("1558-6"),
+            code=fhir.Coding.loinc("1558-6", "Fasting glucose [Mass/volume] in Serum or Plasma"),
         ),
         fhir.Observation("HBsAg", value="Non-reactive", range_text="Non-reactive"),
     ]
@@ -70,9 +71,20 @@ def op_consult(n_extra: int = 0) -> dict[str, Any]:
             fhir.Procedure("Appendicectomy", date=dt.date(2010, 5, 12)),
         ],
         family_history=[fhir.FamilyHistory("Father", "Hypertension")],
-        investigation_advice=[fhir.Investigation("Fasting lipid profile", code=fhir.Coding.snomed("252150008"))],
+        investigation_advice=[
+            fhir.Investigation("Fasting lipid profile", code=fhir.Coding.snomed("252150008", "Fasting lipid profile"))
+        ],
         medications=[
             fhir.Medication("Metformin 500 mg tablet", dosage="1 tablet twice a day after food", reason="Diabetes")
+        ],
+        medication_history=[
+            fhir.MedicationHistory(
+                "Telmisartan 20 mg oral tablet",
+                code=fhir.Coding.snomed("134463001", "Telmisartan 20 mg oral tablet"),
+                status="active",
+                dosage="1 tablet daily",
+                asserted=dt.date(2024, 7, 1),
+            )
         ],
         procedures=[fhir.Procedure("Assessment of diabetic foot ulcer", date=WHEN)],
         follow_up=[fhir.FollowUp(dt.datetime(2024, 7, 24, 10, 0, tzinfo=IST), text="Review with lipid profile")],
@@ -90,7 +102,9 @@ def prescription() -> dict[str, Any]:
         medications=[
             fhir.Medication("Metformin 500 mg tablet", dosage="1 tablet twice a day"),
             fhir.Medication(
-                "Telmisartan 20 mg oral tablet", code=fhir.Coding.snomed("134463001"), dosage="1 tablet daily"
+                "Telmisartan 20 mg oral tablet",
+                code=fhir.Coding.snomed("134463001", "Telmisartan 20 mg oral tablet"),
+                dosage="1 tablet daily",
             ),
         ],
         prescription_file=fhir.Document(PDF),
@@ -105,6 +119,12 @@ def lab_report(n: int = 3) -> dict[str, Any]:
         observations=lab_observations(n),
         report_pdf=PDF,
         conclusion="Raised fasting glucose",
+        specimen=fhir.Specimen(
+            "Serum specimen",
+            code=fhir.Coding.snomed("119364003", "Serum specimen"),
+            collected=dt.datetime(2024, 7, 10, 8, 30, tzinfo=IST),
+            received=dt.datetime(2024, 7, 10, 9, 15, tzinfo=IST),
+        ),
         code=fhir.Coding.loinc("24323-8", "Comprehensive metabolic 2000 panel"),
     )
 
@@ -117,7 +137,8 @@ def imaging_report() -> dict[str, Any]:
         text="No active lung lesion. Heart size normal.",
         file=fhir.Document(PDF, title="Chest X-ray report"),
         title="Chest X-ray",
-        code=fhir.Coding.loinc("36643-5"),
+        code=fhir.Coding.loinc("36643-5", "XR Chest 2 Views"),
+        images=[fhir.Document(JPEG, content_type="image/jpeg", title="Chest X-ray PA view")],
     )
 
 
@@ -133,6 +154,7 @@ def discharge_summary() -> dict[str, Any]:
         medical_history=[fhir.Condition("Hypertension", clinical_status="active")],
         family_history=[fhir.FamilyHistory("Mother", "Diabetes mellitus type 2")],
         investigations=lab_observations(2),
+        investigations_conclusion="Raised fasting glucose",
         medications=[fhir.Medication("Paracetamol 650 mg tablet", dosage="1 tablet when needed for fever")],
         procedures=[fhir.Procedure("Blood culture", date=dt.date(2024, 7, 5))],
         care_plan="Oral antibiotics for 5 days; review in a week",
@@ -148,8 +170,19 @@ def immunization_record() -> dict[str, Any]:
         immunizations=[
             fhir.Immunization("Hepatitis B vaccine", date=dt.date(2024, 6, 10), dose_number=1, lot_number="HB-231"),
             fhir.Immunization(
-                "Hepatitis B vaccine", date=dt.date(2024, 7, 10), dose_number=2, code=fhir.Coding.snomed("871822003")
+                "Hepatitis B vaccine",
+                date=dt.date(2024, 7, 10),
+                dose_number=2,
+                code=fhir.Coding.snomed("871822003", "Hepatitis B vaccine"),
             ),
+        ],
+        recommendations=[
+            fhir.VaccineDue(
+                "Hepatitis B vaccine",
+                due=dt.date(2025, 1, 10),
+                dose_number=3,
+                code=fhir.Coding.snomed("871822003", "Hepatitis B vaccine"),
+            )
         ],
         documents=[fhir.Document(PDF, title="Vaccination certificate")],
     )
@@ -161,8 +194,8 @@ def wellness_record() -> dict[str, Any]:
         organization=HOSPITAL,
         **WHO,
         vital_signs=[
-            fhir.Observation("Heart rate", value=72, unit="/min", code=fhir.Coding.loinc("8867-4")),
-            fhir.Observation("Blood pressure", value="120/80", unit="mm[Hg]"),
+            fhir.Observation("Heart rate", value=72, unit="/min", code=fhir.Coding.loinc("8867-4", "Heart rate")),
+            fhir.Observation.blood_pressure(120, 80, interpretation="N"),
         ],
         body_measurements=[
             fhir.Observation("Body height", value=162, unit="cm"),
@@ -187,6 +220,37 @@ def health_document() -> dict[str, Any]:
     )
 
 
+def invoice_record() -> dict[str, Any]:
+    return fhir.invoice_record(care_context_id="INV-2024-0001", **invoice_inputs())
+
+
+def invoice_inputs() -> dict[str, Any]:
+    gst = [fhir.PriceComponent("cgst", 6), fhir.PriceComponent("sgst", 6)]
+    return dict(
+        organization=HOSPITAL,
+        **WHO,
+        invoice_number="CA/5842",
+        invoice_type="pharmacy",
+        items=[
+            fhir.InvoiceItem(
+                "Paracetamol 1 g oral tablet",
+                category="medicines",
+                code=fhir.Coding.snomed("1172863005", "Paracetamol 1 g oral tablet"),
+                quantity=10,
+                unit="Tablet",
+                prices=[fhir.PriceComponent("mrp", 100), fhir.PriceComponent("rate", 80), *gst],
+            ),
+            fhir.InvoiceItem(
+                "Consultation",
+                category="consultation",
+                prices=[fhir.PriceComponent("rate", 500), fhir.PriceComponent("discount", 50)],
+            ),
+        ],
+        total_net=542,
+        total_gross=530,
+    )
+
+
 RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "op_consult": op_consult,
     "prescription": prescription,
@@ -196,4 +260,5 @@ RECORDS: dict[str, Callable[[], dict[str, Any]]] = {
     "immunization_record": immunization_record,
     "wellness_record": wellness_record,
     "health_document": health_document,
+    "invoice_record": invoice_record,
 }

@@ -18,7 +18,13 @@ from health_async.testing.webhooks._send import sign
 from ..webhooks.test_abdm_asgi import SECRET, call, envelope
 from ._inputs import LAB, PATIENT, WHEN, lab_observations
 
-INPUTS: dict[str, Any] = {"patient": PATIENT, "organization": LAB, "date": WHEN, "observations": lab_observations(3)}
+INPUTS: dict[str, Any] = {
+    "patient": PATIENT,
+    "organization": LAB,
+    "date": WHEN,
+    "observations": lab_observations(3),
+    "conclusion": "Raised fasting glucose",
+}
 
 
 @pytest.fixture

@@ -1,14 +1,18 @@
 """``health-async fhir validate | show | from-result``: ABDM FHIR documents from the shell.
 
 * ``fhir validate FILE...`` (``-``: stdin): :func:`health_async.fhir.validate` on each file. Text by default: one
-  line per problem, ``FILE: severity path rule message``, on stdout; ``--json``: one object per file,
-  ``{"file", "ok", "record_type", "problems": [{"severity", "path", "rule", "message"}]}``. The summary,
+  line per problem, ``FILE: severity path rule message``, on stdout (a rule of the guide's profiles ends with the
+  profile element it comes from, ``[StructureDefinition-OPConsultRecord|6.5.0#Composition.section]``);
+  ``--json``: one object per file, ``{"file", "ok", "record_type", "ig_version", "problems": [{"severity", "path",
+  "rule", "message"}]}`` (``ig_version``: the guide's version whose rules applied; a problem of the guide's
+  profiles adds its ``"source"``). The summary,
   ``N files, N valid``, goes to stderr in both modes (as every bulk command's). Exit 0 when no file has an error
   (warnings allowed), 1 when any has one or could not be read, 2 for bad usage.
 * ``fhir show FILE`` (``-``: stdin): :func:`health_async.fhir.read`, written for a person (record type, date,
   title, patient, facility, authors, observations, medications, conditions, allergies, procedures,
   immunizations, attachments); ``--json``: the same as one JSON object.
-* ``fhir from-result DOCUMENT_ID --patient-name ... --abha-address ... --facility-id ... --facility-name ...``:
+* ``fhir from-result DOCUMENT_ID --patient-name ... --abha-address ... --facility-id ... --facility-name ...
+  --conclusion ...``:
   the document's processing result (``client.documents.result``; ``--wait``: ``wait_for_result``) built into a
   DiagnosticReportRecord bundle (``health_async.fhir.from_processing_result``, through :func:`build_lab_bundle`),
   validated, then written to ``--out FILE`` (atomically, mode 0600) or to stdout as one JSON line. A bundle with
@@ -118,12 +122,16 @@ def _check_sources(files: Sequence[str]) -> None:
 
 
 def _problem_json(problem: fhir.Problem) -> dict[str, str]:
-    return {"severity": problem.severity, "path": problem.path, "rule": problem.rule, "message": problem.message}
+    out = {"severity": problem.severity, "path": problem.path, "rule": problem.rule, "message": problem.message}
+    if problem.source:
+        out["source"] = problem.source
+    return out
 
 
 def _problem_line(name: str, problem: fhir.Problem) -> str:
     parts = (problem.severity, problem.path, problem.rule, problem.message)
-    return f"{_clean(name)}: " + " ".join(_clean(part) for part in parts)
+    line = f"{_clean(name)}: " + " ".join(_clean(part) for part in parts)
+    return f"{line} [{_clean(problem.source)}]" if problem.source else line
 
 
 async def cmd_validate(args: argparse.Namespace) -> int:
@@ -138,7 +146,9 @@ async def cmd_validate(args: argparse.Namespace) -> int:
             unreadable += 1
             if args.json:
                 error = {"type": "InputError", "message": str(exc)}
-                emit({"file": name, "ok": False, "record_type": None, "problems": [], "error": error})
+                emit(
+                    {"file": name, "ok": False, "record_type": None, "ig_version": None, "problems": [], "error": error}
+                )
             else:
                 print(f"{_clean(name)}: cannot read: {exc}")
                 sys.stdout.flush()
@@ -149,7 +159,15 @@ async def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             record_type = report.record_type.value if report.record_type is not None else None
             problems = [_problem_json(p) for p in report.problems]
-            emit({"file": name, "ok": report.ok, "record_type": record_type, "problems": problems})
+            emit(
+                {
+                    "file": name,
+                    "ok": report.ok,
+                    "record_type": record_type,
+                    "ig_version": report.ig_version,
+                    "problems": problems,
+                }
+            )
         elif report.problems:
             print("\n".join(_problem_line(name, p) for p in report.problems))
             sys.stdout.flush()
@@ -367,10 +385,14 @@ def build_lab_bundle(
     patient: dict[str, Any],
     organization: dict[str, Any],
     care_context_id: str,
+    conclusion: str,
     original_file: bytes | None = None,
     content_type: str = "application/pdf",
 ) -> dict[str, Any]:
     """The one place that calls the library's FHIR builder: ``result`` as a DiagnosticReportRecord bundle.
+
+    ``conclusion``: the report's conclusion, as the lab wrote it (the guide's DiagnosticReportLab requires one and a
+    processing result has none).
 
     ``patient`` and ``organization`` are the keywords of ``fhir.Patient`` and ``fhir.Organization`` (only those
     the user gave: the builder's own defaults apply to the rest). A value the builder refuses is its ``TypeError``
@@ -382,6 +404,7 @@ def build_lab_bundle(
         patient=fhir.Patient(**patient),
         organization=fhir.Organization(**organization),
         care_context_id=care_context_id,
+        conclusion=conclusion,
         original_file=original_file,
         content_type=content_type,
     )
@@ -441,6 +464,7 @@ async def cmd_from_result(args: argparse.Namespace) -> int:
             patient=_patient_fields(args),
             organization={"name": args.facility_name, "facility_id": args.facility_id},
             care_context_id=args.care_context_id or args.document_id,
+            conclusion=args.conclusion,
             original_file=original,
             content_type=args.content_type,
         )
@@ -537,6 +561,9 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> dict[str, Command
     p.add_argument("--hospital-id", help="the patient's id at the facility (MRN)")
     p.add_argument("--facility-id", required=True, help="the facility's HFR id")
     p.add_argument("--facility-name", required=True, help="the facility's name")
+    p.add_argument(
+        "--conclusion", required=True, help="the report's conclusion, as the lab wrote it (the guide requires one)"
+    )
     p.add_argument("--care-context-id", help="the care context the bundle is for (default: DOCUMENT_ID)")
     p.add_argument("--original", metavar="FILE", help="attach the original report file to the bundle")
     p.add_argument("--content-type", default="application/pdf", help="of --original (default application/pdf)")

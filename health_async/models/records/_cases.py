@@ -29,6 +29,7 @@ class HiType(enum.StrEnum):
     IMMUNIZATION_RECORD = "ImmunizationRecord"
     HEALTH_DOCUMENT_RECORD = "HealthDocumentRecord"
     WELLNESS_RECORD = "WellnessRecord"
+    INVOICE = "Invoice"
 
 
 @attrs.frozen

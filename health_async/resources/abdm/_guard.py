@@ -28,7 +28,7 @@ import attrs
 
 from ..._logging import logger
 from ...errors import InvalidRequest
-from ...fhir._read import record_type_of
+from ...fhir._recognise import record_type_of
 from ...models.abdm._events import ConsentUpdate
 from ...models.abdm._hospital import HealthDataRequest
 from ...models.records._cases import HiType

@@ -77,6 +77,7 @@ DOCUMENTS: Final = {
     "ImmunizationRecord": "Bundle-ImmunizationRecord-example-07.json",
     "WellnessRecord": "Bundle-WellnessRecord-example-01.json",
     "HealthDocumentRecord": "Bundle-HealthDocumentRecord-example-01.json",
+    "Invoice": "Bundle-InvoiceRecord-example-01.json",
 }
 
 
