@@ -111,6 +111,10 @@ DEFAULT_LEASE: Final = 0.05
 #: process that comes later (a busy event loop) loses its place and queues again at the back.
 _CLAIM_GRACE: Final = 0.05
 
+#: The most of the window's count that the shared pace admits at once (a burst), before it spaces admissions by the
+#: window's length over its count: a process that asks first cannot take a fresh window before the others arrive.
+_BURST_SHARE: Final = 0.25
+
 #: The errors of a Redis call that mean "Redis cannot be used now" (its own, and the socket's).
 _REDIS_ERRORS: Final = (redis.exceptions.RedisError, OSError)
 
@@ -118,19 +122,28 @@ _REDIS_ERRORS: Final = (redis.exceptions.RedisError, OSError)
 # exact in a double up to 2**53). KEYS (one hash tag, so one Redis Cluster slot): sent (zset member -> when it was
 # sent), held (member -> when its admission expires unreported: admitted at that less the TTL), pause (the end of
 # the shared pause), queue (process -> since when it waits for its turn), claims (process -> when its place in the
-# queue lapses). ARGV: 1 the mode ("a" acquire, "r" only the reports, "p" pause: ARGV[2] its length), 2 the
-# window's count, 3 its length, 4 the unreported TTL, 5 this process, 6 the admissions it needs (its waiters), 7
-# those it would take (with spares), 8 the claim grace, 9 the first member number, 10 the reports' count, then
-# (member, age in microseconds or -1 for unsent) pairs; a sent request is stamped at the server's now less its age
-# as measured by the reporter, so no clock is compared across machines (the stamp errs late by the report's
-# one-way trip: the safe side). Answer: {admitted, wait in microseconds (0: none; the admitted members are the
-# process's ARGV[9], ARGV[9] + 1, ...)}.
+# queue lapses), pace (the pace's theoretical arrival time: GCRA). ARGV: 1 the mode ("a" acquire, "r" only the
+# reports, "p" pause: ARGV[2] its length), 2 the window's count, 3 its length, 4 the unreported TTL, 5 the pace's
+# interval, 6 its burst tolerance, 7 the batch a lone process waits for, 8 this process, 9 the admissions it needs
+# (its waiters), 10 those it would take (with spares), 11 the claim grace, 12 the first member number, 13 the
+# reports' count, then (member, age in microseconds or -1 for unsent) pairs; a sent request is stamped at the
+# server's now less its age as measured by the reporter, so no clock is compared across machines (the stamp errs
+# late by the report's one-way trip: the safe side). Answer: {admitted, wait in microseconds (0: none; the
+# admitted members are the process's ARGV[12], ARGV[12] + 1, ...)}.
 #
 # Fairness: processes that wait queue in Redis, oldest first; each one ahead of a process claims one slot that frees
 # (a process served goes to the back while it still waits: round robin between processes, whatever their number of
 # waiting requests). A process refused is told when its own slot frees (the j-th entry to leave the window, j its
 # place in the queue), so the waiters of different processes come back one after the other instead of racing for
 # the same moment; one that does not come back within the grace loses its place.
+#
+# The pace (issue 44: no process takes most of a fresh window before the others arrive): besides the window,
+# admissions are spaced by the interval (the window's length over its count, in whole microseconds, rounded down:
+# the pace never lowers the rate, the window holds it), with a burst of a quarter of the window's count (GCRA: an
+# admission is allowed while the pace's time is at most the tolerance ahead of now). An unsent report gives its
+# admission's interval back. A process held back by the pace alone in the queue is told to come back when a batch
+# has accrued (what the rate gives in a lease at most, as its spares), not after every interval: a busy process
+# keeps its few round trips; with others waiting, one interval each in turn.
 _SCRIPT: Final = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -146,17 +159,29 @@ end
 local n = tonumber(ARGV[2])
 local w = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
-local reports = tonumber(ARGV[10])
+local step = tonumber(ARGV[5])
+local tau = tonumber(ARGV[6])
+local chunk = tonumber(ARGV[7])
+local reports = tonumber(ARGV[13])
+local unsent = 0
 for i = 0, reports - 1 do
-  local m = ARGV[11 + 2 * i]
-  local age = tonumber(ARGV[12 + 2 * i])
+  local m = ARGV[14 + 2 * i]
+  local age = tonumber(ARGV[15 + 2 * i])
   redis.call('ZREM', KEYS[2], m)
   if age >= 0 and age < w then
     redis.call('ZADD', KEYS[1], now - age, m)
+  elseif age < 0 then
+    unsent = unsent + 1
   end
 end
 if reports > 0 then
   redis.call('PEXPIRE', KEYS[1], math.ceil(w / 1000) + 1000)
+end
+local tat = tonumber(redis.call('GET', KEYS[6]) or '0')
+if tat < now then tat = now end
+if unsent > 0 and tat > now then
+  tat = math.max(now, tat - unsent * step)
+  redis.call('SET', KEYS[6], string.format('%.0f', tat), 'PX', math.ceil((tat - now + w) / 1000) + 1000)
 end
 if mode == 'r' then
   return {0, 0}
@@ -165,12 +190,12 @@ local pause = tonumber(redis.call('GET', KEYS[3]) or '0')
 if pause > now then
   return {0, pause - now}
 end
-local want = tonumber(ARGV[7])
+local want = tonumber(ARGV[10])
 if n == 0 then
   return {want, 0}
 end
-local me = ARGV[5]
-local need = tonumber(ARGV[6])
+local me = ARGV[8]
+local need = tonumber(ARGV[9])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - w)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
@@ -178,7 +203,8 @@ for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)) do
   redis.call('ZREM', KEYS[5], gone)
 end
 local count = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
-local free = n - count
+local paced = math.floor((now + tau - tat) / step) + 1
+local free = math.max(0, math.min(n - count, paced))
 local waiting = redis.call('ZCARD', KEYS[4])
 local rank = redis.call('ZRANK', KEYS[4], me)
 local ahead, behind = waiting, 0
@@ -196,11 +222,13 @@ if free - ahead >= 1 then
   end
 end
 if granted > 0 then
-  local base = tonumber(ARGV[9])
+  local base = tonumber(ARGV[12])
   for i = 0, granted - 1 do
     redis.call('ZADD', KEYS[2], now + ttl, me .. ':' .. string.format('%.0f', base + i))
   end
   redis.call('PEXPIRE', KEYS[2], math.ceil(ttl / 1000) + 1000)
+  tat = tat + granted * step
+  redis.call('SET', KEYS[6], string.format('%.0f', tat), 'PX', math.ceil((tat - now + w) / 1000) + 1000)
 end
 if granted >= need then
   if rank then
@@ -235,8 +263,14 @@ elseif j >= 0 then
     end
   end
 end
+local k = 1
+if redis.call('ZCARD', KEYS[4]) == 1 then
+  k = math.max(1, math.min(need - granted, chunk, math.floor(tau / step) + 1))
+end
+local due = tat + (place + k - 1) * step - tau
+if due > at then at = due end
 local wait = math.max(at - now, 1000)
-redis.call('ZADD', KEYS[5], now + wait + tonumber(ARGV[8]), me)
+redis.call('ZADD', KEYS[5], now + wait + tonumber(ARGV[11]), me)
 redis.call('PEXPIRE', KEYS[4], math.ceil(w / 1000) + 60000)
 redis.call('PEXPIRE', KEYS[5], math.ceil(w / 1000) + 60000)
 return {granted, wait}
@@ -317,6 +351,15 @@ class RedisLimiter:
     processes come back one after the other rather than all racing for the same instant; one that comes back more
     than a few tens of milliseconds late (a busy event loop) loses its place and queues again.
 
+    **The pace**: the window is also paced (GCRA): admissions are spaced by the window's length over its count
+    (50 ms at 20 a second), with bursts of at most a quarter of the window's count (at least 1). So the process
+    that asks first cannot take a fresh window before the others arrive (without it, one run of four processes
+    split the first second 15/5/0/0): it gets a quarter at once, then its turn among those who queued. Judgement
+    call: a pace rather than a share per process counted in Redis, because processes not yet seen asking cannot be
+    counted, and a late starter is exactly the one a share would miss. The pace does not lower the rate (the
+    bursts take back what a late process left), and the window alone still decides what "at most ``rate_limit``
+    in any second" means. A spare handed back unused gives its interval back to the pace.
+
     **Batches**: one script run admits as many of this process's waiting requests as the window and the queue
     allow (at most ``max_batch``). When no other process waits, it also takes a few spares for the requests about
     to come (as many as the last batch used, doubling while they are all used, at most what the rate gives in
@@ -351,8 +394,9 @@ class RedisLimiter:
             timeouts short; this limiter still sends at most :data:`DEFAULT_MAX_CONNECTIONS` commands at once).
         rate_limit: requests per second for the whole account, or ``None`` to share only the pause.
         name: the key prefix: sharers with the same Redis and name share one rate and one pause. Keys are
-            ``{name}:rate:sent``, ``{name}:rate:held``, ``{name}:pause``, ``{name}:rate:queue`` and
-            ``{name}:rate:claims`` (the braces put them in one Redis Cluster slot, as the script needs).
+            ``{name}:rate:sent``, ``{name}:rate:held``, ``{name}:pause``, ``{name}:rate:queue``,
+            ``{name}:rate:claims`` and ``{name}:rate:pace`` (the braces put them in one Redis Cluster slot, as the
+            script needs).
         unreported_ttl: seconds an admitted request is counted before its report at most (a process that died
             frees its places after this long); default :data:`DEFAULT_UNREPORTED_TTL`.
         report_delay: seconds a report waits for a script run to carry it; default :data:`DEFAULT_REPORT_DELAY`.
@@ -400,11 +444,24 @@ class RedisLimiter:
             f"{tag}:pause",
             f"{tag}:rate:queue",
             f"{tag}:rate:claims",
+            f"{tag}:rate:pace",
         )
         count = max(1, int(rate_limit)) if rate_limit is not None else 0
         window = count / rate_limit if rate_limit is not None else 0.0
-        # the script's fixed arguments: the window's count and length, the unreported TTL (microseconds)
-        self._fixed = (str(count), str(math.ceil(window * 1e6)), str(math.ceil(unreported_ttl * 1e6)))
+        # the pace: an admission every window / count (whole microseconds, rounded down), bursts of a quarter of
+        # the window's count at most (the tolerance: that many intervals less one)
+        step = max(1, math.floor(window * 1e6 / count)) if count else 1
+        burst = max(1, math.ceil(count * _BURST_SHARE))
+        # the script's fixed arguments: the window's count and length, the unreported TTL, the pace's interval and
+        # its tolerance (microseconds)
+        self._fixed = (
+            str(count),
+            str(math.ceil(window * 1e6)),
+            str(math.ceil(unreported_ttl * 1e6)),
+            str(step),
+            str((burst - 1) * step),
+            "1",  # the batch a lone process waits for: its spares' bound, set below
+        )
         self._report_delay = float(report_delay)
         self._lease = float(lease)
         # spares: at most what the rate gives in a lease (none at a low rate, where they would only keep slots
@@ -412,6 +469,7 @@ class RedisLimiter:
         spares = max_batch if rate_limit is None else min(max_batch, math.ceil(rate_limit * self._lease))
         self._max_batch = max_batch
         self._max_spares = max(1, spares) if lease > 0 else 1
+        self._fixed = (*self._fixed[:-1], str(self._max_spares))
         self._batch = 1  # how many to take in the next script run (the spares' target)
         self._prefix = secrets.token_hex(6)  # this process's name in the queue, its members' prefix
         self._next_id = 0
@@ -743,7 +801,7 @@ class RedisLimiter:
         if not reports:
             return
         try:
-            await self._run(["r", *self._fixed, "", "0", "0", "0", "0"], reports)
+            await self._run(["r", *self._fixed, "", "0", "0", "0", "0"], reports)  # ARGV[13]: the reports
         except RedisUnavailable:
             # kept for the next try (the outage is logged once, by _run); a report lost for good only keeps its
             # place until its TTL (the safe side)

@@ -143,29 +143,49 @@ async def test_admissions_are_taken_in_batches(server: FakeHealthServer, redis_s
 async def test_batches_hold_the_window_and_hand_back_their_spares(
     redis_server: RedisServer, redis_client: aioredis.Redis, name: str
 ) -> None:
-    # rate 100: a batch takes spares (at most what the rate gives in a lease); a sharer never gets more than the
-    # window, and spares unused are handed back after their lease
-    async with (
-        RedisLimiter(redis_server.url, rate_limit=100, name=name, report_delay=0) as one,
-        RedisLimiter(redis_server.url, rate_limit=100, name=name, report_delay=0) as other,
-    ):
-        admitted = await asyncio.gather(*(one.acquire(None) for _ in range(90)))
+    # rate 100: a batch takes spares (at most what the rate gives in a lease), counted in the window from when
+    # they were taken, and spares unused are handed back after their lease (20 at once: within the pace's burst)
+    async with RedisLimiter(redis_server.url, rate_limit=100, name=name, report_delay=0) as one:
+        admitted = await asyncio.gather(*(one.acquire(None) for _ in range(20)))
         assert all(admitted)
-        for _ in range(90):
+        for _ in range(20):
             one.sent(time.monotonic())
         for _ in range(3):  # used up: the next batches take spares
             assert await one.acquire(None)
             one.sent(time.monotonic())
-        spares = await redis_client.zcard(f"{{{name}}}:rate:held")
-        assert spares > 0  # counted in the window from when they were taken
-        free = 100 - 93 - spares
-        for _ in range(free):  # the other sharer gets what is left of the window, and no more
-            assert await other.acquire(time.monotonic() + 0.3)
-            other.sent(time.monotonic())
-        assert await other.acquire(time.monotonic() + 0.3) is False
+        assert await redis_client.zcard(f"{{{name}}}:rate:held") > 0  # counted in the window
         await asyncio.sleep(DEFAULT_LEASE + 0.1)  # the spares' lease is over: handed back
         assert await redis_client.zcard(f"{{{name}}}:rate:held") == 0
-        assert await redis_client.zcard(f"{{{name}}}:rate:sent") == 93 + free
+        assert await redis_client.zcard(f"{{{name}}}:rate:sent") == 23
+
+
+async def test_the_first_asker_does_not_take_a_fresh_window(
+    redis_server: RedisServer, redis_client: aioredis.Redis, name: str
+) -> None:
+    # issue 44: a process that asks first for a whole fresh window (20 at rate 20) gets a quarter of it at once,
+    # then admissions are paced, so a second process that asks just after gets its turn in the same window
+    # instead of a second later (without the pace it was admitted only after all 20 of the first)
+    order: list[str] = []
+    began = asyncio.Event()
+
+    async def take(limiter: RedisLimiter, who: str) -> None:
+        assert await limiter.acquire(None)
+        limiter.sent(time.monotonic())
+        order.append(who)
+        began.set()
+
+    async with (
+        RedisLimiter(redis_server.url, rate_limit=20, name=name, report_delay=0) as one,
+        RedisLimiter(redis_server.url, rate_limit=20, name=name, report_delay=0) as other,
+    ):
+        first = [asyncio.ensure_future(take(one, "one")) for _ in range(20)]
+        await asyncio.wait_for(began.wait(), 5)
+        assert len(order) <= 5  # a quarter of the window at once, at most
+        await asyncio.wait_for(take(other, "other"), 5)
+        assert order.index("other") < 10  # its turn came while the first one was still being paced
+        for task in first:
+            task.cancel()
+        await asyncio.gather(*first, return_exceptions=True)
 
 
 async def test_cancelled_waiter_holds_nothing(
@@ -296,7 +316,9 @@ async def test_the_keys_of_one_limiter_share_a_hash_tag(
         one.sent(time.monotonic())
         await asyncio.sleep(0.1)
         keys = sorted(k.decode() if isinstance(k, bytes) else k for k in await redis_client.keys(f"*{name}*"))
-    assert keys == [f"{{{name}}}:{suffix}" for suffix in ("pause", "rate:claims", "rate:queue", "rate:sent")]
+    assert keys == [
+        f"{{{name}}}:{suffix}" for suffix in ("pause", "rate:claims", "rate:pace", "rate:queue", "rate:sent")
+    ]
     assert len({key_slot(key.encode()) for key in [*keys, f"{{{name}}}:rate:held"]}) == 1
 
 

@@ -134,7 +134,9 @@ async def run_together(
 async def test_four_workers_use_the_whole_rate_fairly_and_never_exceed_it(redis_server: RedisServer, name: str) -> None:
     # four processes with eight concurrent calls each share 20 requests a second for 3 s: admitted in batches
     # (several a script run), the rate holds in every one-second window as the server counts arrivals, the rate is
-    # used (it was about half used, at times a third), and every worker gets its turn (one had 2 calls, another 42)
+    # used (it was about half used, at times a third), and every worker gets its turn (one had 2 calls, another 42),
+    # at least half its fair share (issue 44: the first to ask took most of the first window, one run split it
+    # 15/5/0/0, before the pace)
     rate, seconds = 20.0, 3.0
     server = TimedServer(users=4)
     async with server:
@@ -146,7 +148,7 @@ async def test_four_workers_use_the_whole_rate_fairly_and_never_exceed_it(redis_
     # generous bounds, the machine is shared: at full use about 60 arrive (20 in each second)
     assert len(during) >= 0.7 * rate * seconds
     fair = len(during) / 4
-    assert all(during.count(user) >= fair / 4 for user in server.data.user_ids), sorted(map(during.count, set(during)))
+    assert all(during.count(user) >= fair / 2 for user in server.data.user_ids), sorted(map(during.count, set(during)))
 
 
 async def test_rate_held_in_every_window_across_worker_processes(
