@@ -282,8 +282,9 @@ class Session:
 
         Telemetry: when the client's :class:`~health_async._telemetry.Telemetry` is live (an OpenTelemetry SDK is
         configured), the call is recorded as a :class:`~health_async._telemetry.Call` (``call``, made by
-        :meth:`_recorded`, which calls this again with it) and takes the general way, where each attempt, wait
-        and retry is recorded. Without an SDK this costs one attribute test and a type check per call.
+        :meth:`_recorded`, which calls this again with it): each attempt is recorded on either way, each wait and
+        retry on the general way (the plain way has none). Without an SDK this costs one attribute test and a type
+        check per call.
         """
         telemetry = self.telemetry
         if telemetry is not None and call is None and telemetry.live():
@@ -311,16 +312,18 @@ class Session:
             and timeout is NOT_GIVEN
             and limits.free_at <= started
             and not http.closed
-            and call is None
             and limits.enter()
         ):
             # The plain way: the general way's first attempt, less what this call does not need (see above). The
             # slot taken just above is given back by the ``finally`` below whatever happens: nothing runs between.
             failure: HealthError | None = None
+            template = None if call is None else template_of(route, path)
             try:
                 try:
                     generation = self.auth.generation
                     target = self._base_url.with_path(self._base_path + path, encoded=True)
+                    if call is not None:
+                        call.begin_attempt(method, target, template)
                     async with self._exchange(
                         http, method, target, params, self._headers(token, headers), None, self._first_timeout, None
                     ) as resp:
@@ -329,11 +332,21 @@ class Session:
                         raw = await _read_capped(resp, self.config.max_response_size, operation)
                 except _SEND_ERRORS as exc:
                     error = self._failure(exc, operation, target, http)
+                    if call is not None:
+                        call.end_attempt(
+                            None, exc if error is None else _public(error) if isinstance(error, _Overdue) else error
+                        )
                     if error is None:
                         raise
                     raise error from _cause(exc, target)
+                except BaseException as exc:  # cancelled, or a bug: the attempt still ends
+                    if call is not None:
+                        call.end_attempt(None, exc)
+                    raise
                 finally:
                     limits.leave()
+                if call is not None:
+                    call.end_attempt(status)
                 if 200 <= status < 300 and not logger.isEnabledFor(logging.DEBUG):
                     value = self._success(method, operation, status, raw, decode)
                     return await self._decrypt(value, operation) if _looks_encrypted(value) else value
@@ -345,6 +358,9 @@ class Session:
                 timeout, started, decode, None,
             )  # fmt: skip
             req.first_timeout = None  # the plain attempt used the whole budget's timeout; a retry computes what is left
+            if call is not None:
+                req.call = call
+                req.template = template
             if failure is None:
                 try:
                     return await self._conclude(req, 1, status, answer, raw, token, generation, started, False)

@@ -22,6 +22,7 @@ import importlib.util
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from ._version import __version__
@@ -41,6 +42,27 @@ _DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.7
 _WAIT_BUCKETS: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 _available: bool | None = None
+#: Whether the current task is a bulk run's worker (set by :meth:`bulk_span.workers`; see :class:`Call`).
+_in_bulk: ContextVar[bool] = ContextVar("health_async_in_bulk", default=False)
+
+
+class _api:
+    """The trace API's names the hot path uses, looked up once (:func:`_load_trace`), not imported per call."""
+
+    CLIENT: Any = None
+    INTERNAL: Any = None
+    ERROR: Any = None
+    set_span_in_context: Any = None
+
+
+def _load_trace() -> None:
+    from opentelemetry import trace
+
+    _api.CLIENT, _api.INTERNAL = trace.SpanKind.CLIENT, trace.SpanKind.INTERNAL
+    _api.ERROR = trace.StatusCode.ERROR
+    _api.set_span_in_context = trace.set_span_in_context
+
+
 _static: frozenset[str] | None = None
 
 
@@ -171,6 +193,7 @@ class Telemetry:
     def _resolve(self) -> bool:
         tracer_provider, meter_provider = _global_providers()
         if not self.tracing and not _is_api_default(tracer_provider):
+            _load_trace()
             self.tracer = tracer_provider.get_tracer(SCOPE, __version__)
             self.tracing = True
         if not self.metering and not _is_api_default(meter_provider):
@@ -209,100 +232,143 @@ class Telemetry:
 
 
 class Call:
-    """One operation of the session: its span (when tracing), its attempts' CLIENT spans, its waits and retries."""
+    """One operation of the session: its span (when tracing), its attempts' CLIENT spans, its waits and retries.
 
-    __slots__ = ("_attempt", "_attempt_attrs", "_begun", "_sends", "_token", "operation", "span", "telemetry")
+    The spans are built when the operation ends, from what was noted meanwhile (each attempt's clock readings and
+    attributes, each event's time), with explicit start and end times: nothing is made current while the call runs,
+    and the SDK is asked for nothing until then. What a trace shows is the same as spans built live: the operation
+    (INTERNAL) from its start to its end, one CLIENT child per attempt, the events at the times they happened.
+
+    Judgement call, inside a bulk run only (``describe_many``, ``upload_many``, an ingest job's calls: see
+    :class:`bulk_span`): an operation that succeeded at its first attempt without waiting is ONE span, its CLIENT
+    span, carrying ``health_async.operation`` too, from the operation's start to its end, child of the run. A span
+    costs the Python SDK some 10-20 us, a sixth of a describe's CPU; a bulk run of a million documents need not
+    record two million spans to say that each took one attempt. An item that waited, was retried or failed keeps
+    its operation span with its CLIENT children, as outside a bulk run.
+
+    Because no span is current during the call, a span made by other instrumentation while it runs (the generic
+    aiohttp instrumentation's, say) is a child of the caller's span, not of the operation's.
+    """
+
+    __slots__ = ("_attempts", "_begun", "_bulk", "_events", "_route", "_sends", "_started", "operation", "telemetry")
 
     def __init__(self, telemetry: Telemetry, operation: str) -> None:
         self.telemetry = telemetry
         self.operation = operation
-        self.span: Any = None
-        self._token: Any = None
-        self._attempt: Any = None
-        self._attempt_attrs: dict[str, Any] = {}
-        self._begun = 0.0
         self._sends = 0
+        self._begun = 0.0
+        self._route: _Route | None = None
+        #: (start ns, end ns, attributes, failed) of each attempt (tracing only)
+        self._attempts: list[tuple[int, int, dict[str, Any], bool]] = []
+        #: (name, attributes, time ns) of each event (tracing only)
+        self._events: list[tuple[str, dict[str, Any], int]] | None = None
         if telemetry.tracing:
-            from opentelemetry import context, trace
+            self._started = time.time_ns()
+            self._bulk = _in_bulk.get()
+        else:
+            self._started = 0
+            self._bulk = False
 
-            self.span = telemetry.tracer.start_span(
-                operation, kind=trace.SpanKind.INTERNAL, attributes={"health_async.operation": operation}
-            )
-            self._token = context.attach(trace.set_span_in_context(self.span))
+    @property
+    def span(self) -> None:
+        """Always ``None``: the spans are built when the operation ends (kept for code that tested it)."""
+        return None
 
     def end(self, error: BaseException | None) -> None:
         """End the operation: ``error`` (the library's error, or a cancellation) marks its span failed."""
-        span = self.span
-        if span is None:
+        telemetry = self.telemetry
+        if not telemetry.tracing:
             return
-        from opentelemetry import context
-        from opentelemetry.trace import StatusCode
-
-        try:
-            if error is not None:
-                span.set_attribute("error.type", _error_type(error))
-                span.set_status(StatusCode.ERROR)
-            if self._sends:
-                span.set_attribute("health_async.attempts", self._sends)
-            span.end()
-        finally:
-            context.detach(self._token)
+        tracer = telemetry.tracer
+        ended = time.time_ns()
+        attempts = self._attempts
+        if (
+            self._bulk
+            and error is None
+            and self._events is None
+            and len(attempts) == 1
+            and not attempts[0][3]
+            and self._route is not None
+        ):
+            attrs = attempts[0][2]
+            tracer.start_span(
+                self._route.name,
+                kind=_api.CLIENT,
+                attributes=self._route.merged(attrs.get("http.response.status_code"), self.operation),
+                start_time=self._started,
+            ).end(ended)
+            return
+        span = tracer.start_span(
+            self.operation,
+            kind=_api.INTERNAL,
+            attributes={"health_async.operation": self.operation},
+            start_time=self._started,
+        )
+        if self._events is not None:
+            for name, attrs, at in self._events:
+                span.add_event(name, attrs, at)
+        if attempts:
+            assert self._route is not None
+            parent = _api.set_span_in_context(span)
+            name = self._route.name
+            for begun, finished, attrs, failed in attempts:
+                child = tracer.start_span(name, parent, kind=_api.CLIENT, attributes=attrs, start_time=begun)
+                if failed:
+                    child.set_status(_api.ERROR)
+                child.end(finished)
+            span.set_attribute("health_async.attempts", self._sends)
+        if error is not None:
+            span.set_attribute("error.type", _error_type(error))
+            span.set_status(_api.ERROR)
+        span.end(ended)
 
     def begin_attempt(self, method: str, url: URL, template: str | None) -> None:
-        """An attempt is being sent now: its CLIENT span (child of the operation's) and its clock."""
-        attrs: dict[str, Any] = {
-            "http.request.method": method,
-            "server.address": url.host or "",
-            "server.port": url.port or 0,
-        }
-        if template is not None:
-            attrs["url.template"] = template
-        if self._sends:
-            attrs["http.request.resend_count"] = self._sends
-        self._sends += 1
-        self._attempt_attrs = attrs
-        if self.span is not None:
-            from opentelemetry import trace
-
-            name = f"{method} {template}" if template is not None else method
-            self._attempt = self.telemetry.tracer.start_span(
-                name, context=trace.set_span_in_context(self.span), kind=trace.SpanKind.CLIENT, attributes=attrs
-            )
+        """An attempt is being sent now: its clock started (its CLIENT span is built at :meth:`end`)."""
+        route = self._route
+        if route is None:
+            self._route = route = _route(method, url.host or "", url.port or 0, template)
         self._begun = time.monotonic()
 
     def end_attempt(self, status: int | None, error: BaseException | None = None) -> None:
-        """The attempt's answer came (``status``) or it failed (``error``): its span ended, its duration recorded.
+        """The attempt's answer came (``status``) or it failed (``error``): its duration recorded, its span noted.
         An error status's ``error.type`` is the status code (the HTTP conventions); a failure's, the error's class.
         """
         elapsed = time.monotonic() - self._begun
-        attrs = self._attempt_attrs
-        if status is not None:
-            attrs["http.response.status_code"] = status
+        route = self._route
+        if route is None:  # never begun: the plain way failed before sending (nothing to record)
+            return
         failed = error is not None or (status is not None and status >= 400)
-        if failed:
-            attrs["error.type"] = _error_type(error) if error is not None else str(status)
-        span, self._attempt = self._attempt, None
-        if span is not None:
-            from opentelemetry.trace import StatusCode
-
+        if failed or self._sends:
+            attrs = dict(route.attrs)
             if status is not None:
-                span.set_attribute("http.response.status_code", status)
+                attrs["http.response.status_code"] = status
             if failed:
-                span.set_attribute("error.type", attrs["error.type"])
-                span.set_status(StatusCode.ERROR)
-            span.end()
+                attrs["error.type"] = _error_type(error) if error is not None else str(status)
+            if self._sends:
+                attrs["http.request.resend_count"] = self._sends
+        else:
+            attrs = route.answered(status)
+        self._sends += 1
         telemetry = self.telemetry
         if telemetry.metering:
             telemetry.duration.record(elapsed, attrs)
+        if telemetry.tracing:
+            ended = time.time_ns()
+            self._attempts.append((ended - int(elapsed * 1e9), ended, attrs, failed))
+
+    def _event(self, name: str, attrs: dict[str, Any]) -> None:
+        if self._events is None:
+            self._events = []
+        self._events.append((name, attrs, time.time_ns()))
 
     def waited(self, reason: str, seconds: float) -> None:
         """A wait before sending (``reason``: ``connection_slot``, ``rate_limit``, ``shared_limit``,
         ``retry_after``): an event on the operation's span, a data point of the wait histogram."""
-        if self.span is not None:
-            self.span.add_event(
+        telemetry = self.telemetry
+        if telemetry.tracing:
+            self._event(
                 "health_async.wait", {"health_async.wait.reason": reason, "health_async.wait.duration": seconds}
             )
-        telemetry = self.telemetry
         if telemetry.metering:
             attrs = {"health_async.operation": self.operation, "health_async.wait.reason": reason}
             telemetry._waits.record(seconds, attrs)
@@ -310,14 +376,67 @@ class Call:
     def retrying(self, error: BaseException | None, delay: float, attempt: int) -> None:
         """Attempt ``attempt`` failed with ``error`` and another follows in ``delay`` seconds."""
         kind = _error_type(error) if error is not None else "unknown"
-        if self.span is not None:
-            self.span.add_event(
+        telemetry = self.telemetry
+        if telemetry.tracing:
+            self._event(
                 "health_async.retry",
                 {"health_async.retry.attempt": attempt, "health_async.retry.delay": delay, "error.type": kind},
             )
-        telemetry = self.telemetry
         if telemetry.metering:
             telemetry._retries.add(1, {"health_async.operation": self.operation, "error.type": kind})
+
+
+class _Route:
+    """What every attempt to one route shares: its span name and its attributes, built once per client process
+    (the SDK copies the attributes it is given, so one dict serves every span and data point)."""
+
+    __slots__ = ("_answered", "_merged", "attrs", "name")
+
+    def __init__(self, method: str, host: str, port: int, template: str | None) -> None:
+        self.name = method + " " + template if template is not None else method
+        attrs: dict[str, Any] = {"http.request.method": method, "server.address": host, "server.port": port}
+        if template is not None:
+            attrs["url.template"] = template
+        self.attrs = attrs
+        self._answered: dict[int | None, dict[str, Any]] = {}
+        self._merged: dict[tuple[int | None, str], dict[str, Any]] = {}
+
+    def answered(self, status: int | None) -> dict[str, Any]:
+        """The attributes of a first attempt answered ``status`` (a success: no ``error.type``)."""
+        attrs = self._answered.get(status)
+        if attrs is None:
+            attrs = dict(self.attrs)
+            if status is not None:
+                attrs["http.response.status_code"] = status
+            if len(self._answered) < _MAX_CACHED:
+                self._answered[status] = attrs
+        return attrs
+
+    def merged(self, status: int | None, operation: str) -> dict[str, Any]:
+        """The attributes of an operation's one span (see :class:`Call`): its successful first attempt's, answered
+        ``status``, and the operation's name."""
+        key = (status, operation)
+        found = self._merged.get(key)
+        if found is None:
+            found = {**self.answered(status), "health_async.operation": operation}
+            if len(self._merged) < _MAX_CACHED:
+                self._merged[key] = found
+        return found
+
+
+#: Bounds of the per-route caches (routes are the library's own, status codes the service's: both few).
+_MAX_CACHED: Final = 64
+_routes_seen: dict[tuple[str, str, int, str | None], _Route] = {}
+
+
+def _route(method: str, host: str, port: int, template: str | None) -> _Route:
+    key = (method, host, port, template)
+    route = _routes_seen.get(key)
+    if route is None:
+        route = _Route(method, host, port, template)
+        if len(_routes_seen) < 4 * _MAX_CACHED:
+            _routes_seen[key] = route
+    return route
 
 
 def _error_type(error: BaseException) -> str:
@@ -390,9 +509,11 @@ class bulk_span:
         from opentelemetry import context, trace
 
         token = context.attach(trace.set_span_in_context(self.span))
+        bulk = _in_bulk.set(True)
         try:
             yield
         finally:
+            _in_bulk.reset(bulk)
             context.detach(token)
 
     def end(self, error: BaseException | None) -> None:

@@ -275,6 +275,70 @@ async def test_a_bulk_describe_is_one_span_with_its_items_counted(otel: Otel, se
     assert counted == {"ok": len(ids), "failed": 1}
 
 
+async def test_in_a_bulk_run_an_item_answered_at_once_is_one_client_span(otel: Otel, server: FakeHealthServer) -> None:
+    """Judgement call (see ``_telemetry.Call``): inside a bulk run, an item whose first attempt succeeded without
+    waiting is ONE span, its CLIENT span carrying the operation's name; a retried or failed item keeps its
+    operation span with one CLIENT child per attempt."""
+    async with make_client(server) as client:
+        ids = await document_ids(client)
+        otel.spans.clear()
+        server.inject("describe", Fault(status=503, times=1))  # the first item sent is retried once
+        results = [r async for r in client.documents.describe_many([*ids, "missing-sentinel"], concurrency=1)]
+    assert [r.error is None for r in results] == [True] * len(ids) + [False]
+    [run] = by_name(otel, "describe_many")
+    items = children(otel, run)
+    assert len(items) == len(ids) + 1
+    single = [span for span in items if span.kind is SpanKind.CLIENT]
+    assert len(single) == len(ids) - 1
+    for span in single:
+        assert span.name == "GET /mr/api/v1/docs/{id}" and span.status.status_code is StatusCode.UNSET
+        assert dict(span.attributes or {}) == {
+            "http.request.method": "GET",
+            "server.address": "127.0.0.1",
+            "server.port": URL(server.url).port,
+            "url.template": "/mr/api/v1/docs/{id}",
+            "http.response.status_code": 200,
+            "health_async.operation": "describe",
+        }
+        assert children(otel, span) == []
+    retried, failed = sorted(
+        (span for span in items if span.kind is SpanKind.INTERNAL),
+        key=lambda s: s.status.status_code is StatusCode.ERROR,
+    )
+    assert retried.name == failed.name == "describe"
+    assert (retried.attributes or {})["health_async.attempts"] == 2
+    assert [e.name for e in retried.events] == ["health_async.retry"]
+    first, second = sorted(children(otel, retried), key=lambda s: s.start_time or 0)
+    assert (first.attributes or {})["http.response.status_code"] == 503 and first.status.status_code is StatusCode.ERROR
+    assert (second.attributes or {})["http.request.resend_count"] == 1
+    assert retried.start_time is not None and first.start_time is not None and second.end_time is not None
+    assert retried.start_time <= first.start_time and second.end_time <= (retried.end_time or 0)
+    assert (failed.attributes or {})["error.type"] == "DocumentNotFound"
+    [attempt] = children(otel, failed)
+    assert attempt.kind is SpanKind.CLIENT and (attempt.attributes or {})["error.type"] == "404"
+    durations = [a for name, a, _ in otel.points() if name == "http.client.request.duration"]
+    assert {a.get("http.response.status_code") for a in durations} == {200, 503, 404}
+
+
+async def test_a_cancelled_call_ends_its_spans(otel: Otel, server: FakeHealthServer) -> None:
+    async with make_client(server) as client:
+        [doc_id, *_] = await document_ids(client)
+        otel.spans.clear()
+        server.inject("describe", Fault(latency=5))
+        task = asyncio.ensure_future(client.documents.describe(doc_id))
+        for _ in range(5000):  # until the request reached the server
+            if server.calls("describe") >= 1:
+                break
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    [operation] = by_name(otel, "describe")
+    assert (operation.attributes or {})["error.type"] == "CancelledError"
+    [attempt] = children(otel, operation)
+    assert (attempt.attributes or {})["error.type"] == "CancelledError" and attempt.end_time is not None
+
+
 PII = json.dumps(
     {
         "event": "rec.pii",
