@@ -825,11 +825,14 @@ class RedisLimiter:
         task.add_done_callback(self._tasks.discard)
 
 
-# The seen store's script. KEYS[1] the entry; ARGV[1] the mode: "c" claim (ARGV[2] "t:<token>", ARGV[3] the time
-# to live in ms; answers 0 taken, 1 in progress, 2 done), "f" finish (ARGV[2] "t:<token>": set "1" keeping the
-# expiry), "r" release (ARGV[2] "t:<token>": delete). Finish and release act only when ARGV[2] is the value, so
-# only the claim that holds the entry ends it. A value that is not "t:..." ("1", set by add or by versions before
-# issue 42) is done.
+# The seen store's script. KEYS[1] the entry; ARGV[1] the mode: "c" claim (ARGV[2] the value to set, "t:<token>" or,
+# under a lease, "t:<token>|<expires_at in unix ms>", ARGV[3] its time to live in ms; answers 0 taken, 1 in progress,
+# 2 done), "f" finish (set "1": until the expires_at of the value when it has one, ARGV[3] being now in unix ms, else
+# keeping the expiry), "r" release (delete), "n" renew (ARGV[3] now and ARGV[4] the lease's end, unix ms: the time to
+# live becomes the lease's, never past the expires_at; answers 1 held, 0 not). Finish, release and renew act only
+# when ARGV[2] "t:<token>" holds the entry, so only the claim that holds it ends it. A value that is not "t:..."
+# ("1", set by add or by versions before issue 42) is done. The times are this process's clock: only the claim that
+# set an expires_at (one process) reads it back.
 _SEEN_SCRIPT: Final = """
 local v = redis.call('GET', KEYS[1])
 local mode = ARGV[1]
@@ -843,24 +846,43 @@ if mode == 'c' then
   end
   return 2
 end
-if v ~= ARGV[2] then
+if not v then
+  return 0
+end
+local held, expiry = string.match(v, '^(.*)|(%d+)$')
+if not held then
+  held = v
+end
+if held ~= ARGV[2] then
   return 0
 end
 if mode == 'f' then
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
+  if expiry then
+    local ttl = math.max(1, math.floor(tonumber(expiry) - tonumber(ARGV[3])))
     redis.call('SET', KEYS[1], '1', 'PX', ttl)
   else
-    redis.call('SET', KEYS[1], '1')
+    local ttl = redis.call('PTTL', KEYS[1])
+    if ttl > 0 then
+      redis.call('SET', KEYS[1], '1', 'PX', ttl)
+    else
+      redis.call('SET', KEYS[1], '1')
+    end
   end
 elseif mode == 'r' then
   redis.call('DEL', KEYS[1])
+elseif mode == 'n' and expiry then
+  local until_ms = math.min(tonumber(ARGV[4]), tonumber(expiry))
+  local ttl = math.max(1, math.floor(until_ms - tonumber(ARGV[3])))
+  if ttl > redis.call('PTTL', KEYS[1]) then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
 end
-return 0
+return 1
 """
 _SEEN_SHA: Final = hashlib.sha1(_SEEN_SCRIPT.encode(), usedforsecurity=False).hexdigest()
 
-#: A seen entry's value while its claim runs is this and the token; once done it is :data:`_SEEN_DONE`.
+#: A seen entry's value while its claim runs is this and the token (and, under a lease, ``|`` and its expires_at in
+#: unix milliseconds); once done it is :data:`_SEEN_DONE`.
 _SEEN_RUNNING: Final = "t:"
 _SEEN_DONE: Final = b"1"
 _SEEN_CLAIMS: Final = {0: Claim.NEW, 1: Claim.IN_PROGRESS, 2: Claim.DONE}
@@ -871,15 +893,36 @@ def _ttl_ms(expires_at: float) -> int:
     return max(1, math.ceil((expires_at - time.time()) * 1000))
 
 
+def _unix_ms(moment: float) -> str:
+    """The unix time ``moment`` in whole milliseconds, as the seen store's script reads it."""
+    return str(math.ceil(moment * 1000))
+
+
+def _check_token(token: object) -> str:
+    """``token`` as a seen entry's token: a str without ``|`` (the separator of a lease's expiry)."""
+    if not isinstance(token, str):
+        raise InvalidArgumentType(f"token must be a str, not {type(token).__name__}")
+    if "|" in token:
+        raise InvalidRequest("a seen store token must not contain '|'")
+    return token
+
+
 class RedisSeenStore:
     """A :class:`~health_async.webhooks.SeenStore` in Redis: a webhook accepted by one worker is a replay for every
     other worker using the same Redis and ``name``.
 
     An entry is one string key, ``t:<token>`` while its claim runs, ``1`` once done (the value the versions before
-    issue 42 set, so their entries read as done). :meth:`claim`, :meth:`finish` and :meth:`release` are each one
-    Lua script, atomic on the server: set if absent (else say in progress or done); set done keeping the expiry if
-    the token holds it; delete if the token holds it (compare-and-delete, so a replay cancelled with its claim in
-    flight never deletes the entry of the delivery that was processed). Entries expire on the server: the time to
+    issue 42 set, so their entries read as done). :meth:`claim`, :meth:`finish`, :meth:`release` and :meth:`renew`
+    are each one Lua script, atomic on the server: set if absent (else say in progress or done); set done keeping
+    the expiry if the token holds it; delete if the token holds it (compare-and-delete, so a replay cancelled with
+    its claim in flight never deletes the entry of the delivery that was processed); extend the lease if the token
+    holds it.
+
+    A :class:`~health_async.webhooks.LeasingSeenStore`: a claim with ``lease`` lives on the server only until the
+    lease (its value is then ``t:<token>|<expires_at in ms>``), so the entry of a worker killed mid-delivery
+    vanishes when its lease lapses and a redelivery takes it; :meth:`renew` extends it (never past
+    ``expires_at``), and :meth:`finish` sets it done until ``expires_at``. Workers of a version before the lease
+    read such an entry as in progress, as they should. Entries expire on the server: the time to
     live is ``expires_at`` less this process's clock, a duration, so skew between the machines' clocks shifts an
     expiry by no more than the skew (the receivers' expiry is the signed time plus the tolerance, after which the
     timestamp check refuses the webhook anyway). An ``expires_at`` already past is kept one millisecond.
@@ -907,15 +950,38 @@ class RedisSeenStore:
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
-        """Hold ``key`` for ``token`` until the unix time ``expires_at`` when it is free: ``Claim.NEW``; else
+    async def claim(self, key: str, expires_at: float, *, token: str, lease: float | None = None) -> Claim:
+        """Hold ``key`` for ``token`` until the unix time ``expires_at`` (with ``lease``, a unix time: in progress
+        until ``min(lease, expires_at)`` only, unless renewed) when it is free: ``Claim.NEW``; else
         ``Claim.IN_PROGRESS`` or ``Claim.DONE``, as its holder is.
 
         Raises:
+            InvalidRequest: ``lease`` is not a finite number, or ``token`` holds a ``|``.
             RedisUnavailable: Redis could not be used.
         """
-        found = await self._seen("c", key, _SEEN_RUNNING + token, str(_ttl_ms(expires_at)))
+        value = _SEEN_RUNNING + _check_token(token)
+        if lease is not None and (
+            isinstance(lease, bool) or not isinstance(lease, int | float) or not math.isfinite(lease)
+        ):
+            raise InvalidRequest("lease must be a finite unix time in seconds")
+        if lease is None or expires_at <= lease:
+            found = await self._seen("c", key, value, str(_ttl_ms(expires_at)))
+        else:
+            found = await self._seen("c", key, f"{value}|{_unix_ms(expires_at)}", str(_ttl_ms(lease)))
         return _SEEN_CLAIMS.get(int(found), Claim.DONE)
+
+    async def renew(self, key: str, *, token: str, until: float) -> bool:
+        """Extend the lease of ``key`` to the unix time ``min(until, expires_at)`` if ``token`` still holds it in
+        progress: True; else (the lease lapsed, finished, released, or another claim holds it) False.
+
+        Raises:
+            InvalidRequest: ``until`` is not a finite number, or ``token`` holds a ``|``.
+            RedisUnavailable: Redis could not be used.
+        """
+        if isinstance(until, bool) or not isinstance(until, int | float) or not math.isfinite(until):
+            raise InvalidRequest("until must be a finite unix time in seconds")
+        value = _SEEN_RUNNING + _check_token(token)
+        return bool(await self._seen("n", key, value, _unix_ms(time.time()), _unix_ms(until)))
 
     async def finish(self, key: str, *, token: str) -> None:
         """Mark ``key`` done, keeping its expiry, if ``token`` holds it.
@@ -923,7 +989,7 @@ class RedisSeenStore:
         Raises:
             RedisUnavailable: Redis could not be used.
         """
-        await self._seen("f", key, _SEEN_RUNNING + token)
+        await self._seen("f", key, _SEEN_RUNNING + _check_token(token), _unix_ms(time.time()))
 
     async def release(self, key: str, *, token: str) -> None:
         """Forget ``key`` if ``token`` holds it (in progress); otherwise nothing happens.
@@ -931,7 +997,7 @@ class RedisSeenStore:
         Raises:
             RedisUnavailable: Redis could not be used.
         """
-        await self._seen("r", key, _SEEN_RUNNING + token)
+        await self._seen("r", key, _SEEN_RUNNING + _check_token(token))
 
     async def add(self, key: str, expires_at: float) -> bool:
         """The old protocol's add (``SET key 1 NX PX ttl``): record ``key`` as done until the unix time

@@ -54,9 +54,9 @@ from ._link_otp import (
     new_otp,
 )
 from ._pages import DEFAULT_PAGE_TIMEOUT, IncompletePush, PushPages
-from ._receiving import DEFAULT_CALLBACK_TIMEOUT, DEFAULT_EVENT_TIMEOUT, DEFAULT_MAX_BODY_SIZE
+from ._receiving import DEFAULT_CALLBACK_TIMEOUT, DEFAULT_CLAIM_LEASE, DEFAULT_EVENT_TIMEOUT, DEFAULT_MAX_BODY_SIZE
 from ._records import aiohttp_handler
-from ._seen import DEFAULT_MAX_SEEN, Claim, InMemorySeenStore, SeenStore
+from ._seen import DEFAULT_MAX_SEEN, Claim, InMemorySeenStore, LeasingSeenStore, SeenStore
 from ._signature import DEFAULT_TOLERANCE, SIGNATURE_HEADER, WebhookSecret, compute_signature, verify
 from ._tokens import IST, TokenCounter
 from ._user_linking import (
@@ -70,6 +70,7 @@ from ._user_linking import (
 
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
+    "DEFAULT_CLAIM_LEASE",
     "DEFAULT_EVENT_TIMEOUT",
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_LINKS",
@@ -93,6 +94,7 @@ __all__ = [
     "IncompletePush",
     "InMemoryLinkOtpStore",
     "InMemorySeenStore",
+    "LeasingSeenStore",
     "LinkOtpSender",
     "LinkOtpStore",
     "LinkedCallback",

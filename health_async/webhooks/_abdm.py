@@ -31,6 +31,7 @@ from ._receiving import (
     _CLOSED,
     _IN_PROGRESS,
     DEFAULT_CALLBACK_TIMEOUT,
+    DEFAULT_CLAIM_LEASE,
     DEFAULT_EVENT_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     WebhookCallback,
@@ -41,6 +42,7 @@ from ._receiving import (
     _claim_key,
     _delivered,
     _from_aiohttp,
+    _heartbeat,
     _Incoming,
     _new_token,
     _Refused,
@@ -48,7 +50,7 @@ from ._receiving import (
     _safe_event_name,
     _to_aiohttp,
 )
-from ._seen import Claim, InMemorySeenStore, SeenStore, _seen_store
+from ._seen import Claim, InMemorySeenStore, SeenStore, _leasing, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 from ._user_linking import (
     DEFAULT_MAX_OTP_TRIES,
@@ -127,8 +129,9 @@ class _AbdmReceiver:
         callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
         event_timeout: float = DEFAULT_EVENT_TIMEOUT,
         consents: ConsentStore | None = None,
+        lease: float | None = DEFAULT_CLAIM_LEASE,
     ) -> None:
-        self._keys, self._client, self._store = keys, client, store
+        self._keys, self._client, self._store, self._lease = keys, client, store, lease
         self._linking = linking
         self._on_event, self._on_data_fetch, self._on_profile_share = on_event, on_data_fetch, on_profile_share
         self._tolerance, self._max_body_size = tolerance, max_body_size
@@ -152,7 +155,9 @@ class _AbdmReceiver:
         return await _delivered("abdm", lambda delivery: self._answer_delivery(incoming, delivery))
 
     async def _answer_delivery(self, incoming: _Incoming, delivery: webhook_delivery) -> _Answer:
-        accepted = await _accept(incoming, self._keys, self._tolerance, self._max_body_size, self._store, delivery)
+        accepted = await _accept(
+            incoming, self._keys, self._tolerance, self._max_body_size, self._store, delivery, self._lease
+        )
         if isinstance(accepted, _Answer):
             return accepted
         event, key, token = accepted
@@ -170,7 +175,7 @@ class _AbdmReceiver:
                 return await self._take_linking(event)
             return await self._take(event) if event.kind is EventKind.HIP_DATA_FETCH else "ok"
 
-        return await _run(self._store, key, token, event, run)
+        return await _run(self._store, key, token, event, run, self._lease)
 
     def _needs_background(self, event: WebhookEvent) -> bool:
         """Whether answering ``event`` would start background work (a data request, a profile share)."""
@@ -212,7 +217,7 @@ class _AbdmReceiver:
             self._refuse(event)
         token = _new_token()
         try:
-            claim = await _claim_key(self._store, key, time.time() + _TAKEN_FOR, token)
+            claim = await _claim_key(self._store, key, time.time() + _TAKEN_FOR, token, self._lease)
         except Exception as exc:
             logger.error("ABDM %s: the seen store failed: %s", _safe_event_name(event), type(exc).__name__)
             raise
@@ -241,9 +246,16 @@ class _AbdmReceiver:
     async def _finishing(self, key: str, work: Coroutine[Any, Any, None]) -> None:
         """``await work``, then mark ``key`` done unless the work released it: answered, or perhaps answered (an
         outcome unknown, a push cut after it began), so a redelivery is a duplicate from now on (200), not one to
-        retry (503). Shielded: a cancelled answer still leaves its key done or released, never in progress."""
+        retry (503). Shielded: a cancelled answer still leaves its key done or released, never in progress. While
+        ``work`` runs, the claim's lease is renewed (``_heartbeat``), so a worker that dies mid-answer holds the key
+        only until its lease lapses."""
+        token = self._claims.get(key)
         try:
-            await work
+            if token is None:  # released already (closed meanwhile): nothing to renew
+                await work
+            else:
+                async with _heartbeat(self._store, key, token, self._lease):
+                    await work
         finally:
             token = self._claims.pop(key, None)
             if token is not None:
@@ -457,6 +469,7 @@ def _abdm_receiver_args(
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
     consents: ConsentStore | None = None,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> tuple[
     tuple[bytes, ...],
     HealthClient,
@@ -470,6 +483,7 @@ def _abdm_receiver_args(
     float,
     float,
     ConsentStore | None,
+    float | None,
 ]:
     """The checked arguments of :func:`abdm_handler` and :func:`abdm_asgi`, in :class:`_AbdmReceiver`'s order."""
     keys = _secrets(secret)
@@ -488,6 +502,8 @@ def _abdm_receiver_args(
     store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=4)
     callback_bound = _check_bound(callback_timeout, "callback_timeout")
     event_bound = _check_bound(event_timeout, "event_timeout")
+    lease_bound = _check_bound(claim_lease, "claim_lease")
+    lease = lease_bound if _leasing(store) else None  # a store without leases is called as before
     if consents is not None and not isinstance(consents, ConsentStore):
         raise InvalidArgumentType("consents must be a ConsentBook or another ConsentStore (async lookup and take)")
     return (
@@ -503,6 +519,7 @@ def _abdm_receiver_args(
         callback_bound,
         event_bound,
         consents,
+        lease,
     )
 
 
@@ -572,6 +589,7 @@ def abdm_handler(
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
     consents: ConsentStore | None = None,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> AbdmHandler:
     """An ``aiohttp.web`` handler for ABDM's webhooks (``abha.*``), with everything :func:`aiohttp_handler` checks
     (signature, timestamp, size, replays: the same answers), and a data request answered by one callback:
@@ -646,6 +664,15 @@ def abdm_handler(
     fails at that check answers 500 (the redelivery runs). Without ``seen_store`` each handler has its own
     :class:`InMemorySeenStore`.
 
+    **A worker that dies.** The day above is how long an answer *done* is remembered. While it runs, a claim (of
+    the webhook, and of the data request, profile share or linking step it starts) is held only by a lease of
+    ``claim_lease`` seconds (default :data:`DEFAULT_CLAIM_LEASE`, 30), renewed every third of that by a heartbeat
+    while the work runs (``on_event``, then the background answer: the guard, ``on_data_fetch`` and the push), with a
+    :class:`LeasingSeenStore` (the default store and ``RedisSeenStore`` are ones). So a worker killed mid-answer
+    (``kill -9``, out of memory) holds it ``claim_lease`` seconds at most: its redeliveries get 503 until then and
+    the next one runs (well inside ABDM's 20-minute window), whereas a live worker's answer, however long, is never
+    run twice. (A store without ``renew`` keeps a claim in progress until it expires, a day, as before.)
+
     Register :meth:`AbdmHandler.handle` (``app.router.add_post(path, handler.handle)``) and close it with the app
     (``app.on_cleanup.append(handler.on_cleanup)``) or ``await handler.aclose()``: the background answers under
     way are cancelled, and a data request or profile share arriving during or after the close (or still in
@@ -668,5 +695,6 @@ def abdm_handler(
             callback_timeout,
             event_timeout,
             consents,
+            claim_lease,
         )
     )

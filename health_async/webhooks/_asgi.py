@@ -15,6 +15,7 @@ from ._abdm import DataFetchCallback, ProfileShareCallback, _abdm_receiver_args,
 from ._link_otp import LinkOtpStore
 from ._receiving import (
     DEFAULT_CALLBACK_TIMEOUT,
+    DEFAULT_CLAIM_LEASE,
     DEFAULT_EVENT_TIMEOUT,
     DEFAULT_MAX_BODY_SIZE,
     WebhookCallback,
@@ -162,12 +163,13 @@ def abdm_asgi(
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
     event_timeout: float = DEFAULT_EVENT_TIMEOUT,
     consents: ConsentStore | None = None,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> AbdmAsgiApp:
     """:func:`abdm_handler` as a plain ASGI 3 application (FastAPI, Starlette, Litestar, Quart, any ASGI server),
     with no dependency on any of them: the same arguments, checks, answers and background pushes (and a patient's
     own search answered, given ``on_discover`` and ``on_link_otp``), the same bounds (``callback_timeout``,
-    ``event_timeout``), ``consents`` kept current, and the same de-duplication in ``seen_store`` (shared by
-    several workers, each request is answered once across them).
+    ``event_timeout``, ``claim_lease``), ``consents`` kept current, and the same de-duplication in ``seen_store``
+    (shared by several workers, each request is answered once across them).
 
     FastAPI (Starlette alike)::
 
@@ -219,5 +221,6 @@ def abdm_asgi(
             callback_timeout,
             event_timeout,
             consents,
+            claim_lease,
         )
     )

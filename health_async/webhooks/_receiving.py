@@ -7,7 +7,8 @@ import asyncio
 import contextlib
 import math
 import secrets
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeAlias, TypeVar
 
 import attrs
@@ -17,10 +18,10 @@ from .._logging import logger
 from .._telemetry import webhook_delivery
 from ..errors import InvalidRequest, WebhookSignatureError
 from ..models.webhooks._events import EventKind, WebhookEvent
-from ._seen import Claim, SeenStore
+from ._seen import Claim, LeasingSeenStore, SeenStore
 from ._signature import SIGNATURE_HEADER, _verify
 
-__all__ = ["DEFAULT_CALLBACK_TIMEOUT", "DEFAULT_EVENT_TIMEOUT", "DEFAULT_MAX_BODY_SIZE"]
+__all__ = ["DEFAULT_CALLBACK_TIMEOUT", "DEFAULT_CLAIM_LEASE", "DEFAULT_EVENT_TIMEOUT", "DEFAULT_MAX_BODY_SIZE"]
 
 #: Largest body :func:`aiohttp_handler` reads by default (1 MiB); a larger one is answered 413.
 DEFAULT_MAX_BODY_SIZE: Final = 1024 * 1024
@@ -36,6 +37,18 @@ DEFAULT_CALLBACK_TIMEOUT: Final = 60.0
 #: (answered 500: the service redelivers). The service does not document its patience; common webhook senders give
 #: 10 to 30 seconds, so 5 s leaves the answer well inside the shortest of them.
 DEFAULT_EVENT_TIMEOUT: Final = 5.0
+
+
+#: Seconds a receiver's claim of a webhook (or of an ABDM data request, profile share or linking step) is held "in
+#: progress" without renewal, with a :class:`~health_async.webhooks.LeasingSeenStore` (the receivers' default and
+#: ``RedisSeenStore`` are ones): the work is renewed every third of it while it runs (a heartbeat), so it may take
+#: any time, and a worker that dies mid-delivery (``kill -9``, out of memory) holds the key at most this long, after
+#: which a redelivery runs. Judgement call: none of the work has a bound the receiver knows to be short (the records
+#: callback has none; an ABDM data request is the guard, ``on_data_fetch`` up to ``callback_timeout`` (60 s) and a
+#: push bounded only by the client's timeouts and ABDM's 20-minute window, which a lease that long would use up),
+#: so the lease is short and the heartbeat carries the work: 30 s is six ``Retry-After: 5`` rounds of 503 after a
+#: crash, against one store call per delivery running every 10 s.
+DEFAULT_CLAIM_LEASE: Final = 30.0
 
 
 T = TypeVar("T")
@@ -114,6 +127,7 @@ async def _accept(
     max_body_size: int,
     store: SeenStore,
     delivery: webhook_delivery | None = None,
+    lease: float | None = None,
 ) -> tuple[WebhookEvent, str, str] | _Answer:
     """The verified, first-seen event of the request, its replay key and the token of its claim, or the answer
     that refuses it (405, 413, 400, a 500 when the seen store fails, a 200 for a replay of a webhook processed, a
@@ -137,7 +151,7 @@ async def _accept(
         delivery.kind = _safe_kind(event)
     token = _new_token()
     try:
-        claim = await _claim_key(store, key, signed + tolerance, token)
+        claim = await _claim_key(store, key, signed + tolerance, token, lease)
     except Exception as exc:
         logger.error("webhook replay check for %s failed: %s", _safe_event_name(event), type(exc).__name__)
         return _Answer(500, "webhook replay check failed", outcome="failed", reason="seen_store")
@@ -155,12 +169,16 @@ def _new_token() -> str:
     return secrets.token_hex(16)
 
 
-async def _claim_key(store: SeenStore, key: str, expires_at: float, token: str) -> Claim:
-    """``store.claim(key, expires_at, token=token)``; cancelled while it is in flight (a store that does I/O: it may
-    have been taken), released first, then the cancellation propagates. The release is compare-and-delete, so when
+async def _claim_key(store: SeenStore, key: str, expires_at: float, token: str, lease: float | None = None) -> Claim:
+    """``store.claim(key, expires_at, token=token)``, held in progress for ``lease`` seconds from now
+    (``lease=``) when the store is a :class:`LeasingSeenStore` and ``lease`` is given (a store without ``renew`` is
+    called as before, without the keyword); cancelled while it is in flight (a store that does I/O: it may have
+    been taken), released first, then the cancellation propagates. The release is compare-and-delete, so when
     another delivery holds the key (this one was a replay) it is left alone; when this one took it, it is freed
     for the service's redelivery."""
     try:
+        if lease is not None and isinstance(store, LeasingSeenStore):
+            return await store.claim(key, expires_at, token=token, lease=time.time() + lease)
         return await store.claim(key, expires_at, token=token)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
@@ -168,15 +186,60 @@ async def _claim_key(store: SeenStore, key: str, expires_at: float, token: str) 
         raise
 
 
+@contextlib.asynccontextmanager
+async def _heartbeat(store: SeenStore, key: str, token: str, lease: float | None) -> AsyncIterator[None]:
+    """While the body runs, renew the lease of ``token``'s claim of ``key`` every third of ``lease`` seconds (a
+    task of its own), when the store is a :class:`LeasingSeenStore` and ``lease`` is given (else nothing runs).
+    The task is cancelled and waited for when the body ends, however it ends, before the caller finishes or
+    releases the key: never leaked; a cancellation of the caller propagates (never swallowed here)."""
+    if lease is None or not isinstance(store, LeasingSeenStore):
+        yield
+        return
+    task = asyncio.get_running_loop().create_task(_renew_while_running(store, key, token, lease))
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.wait([task])  # a cancellation of the caller here propagates; the task ends by itself
+        if not task.cancelled():
+            task.exception()  # retrieved (it catches its errors: none is expected)
+
+
+async def _renew_while_running(store: LeasingSeenStore, key: str, token: str, lease: float) -> None:
+    """Renew ``token``'s lease of ``key`` every third of ``lease`` until cancelled. A store error is logged (its type
+    only) and the next beat tries again (the lease may lapse meanwhile); a renewal refused (the lease lapsed: the
+    key may already be claimed by a redelivery, which then runs the work too) is logged and ends the heartbeat.
+    Judgement call: the work is not cancelled then, as cutting a push half-way would be worse than a second one."""
+    while True:
+        await asyncio.sleep(lease / 3)
+        try:
+            held = await store.renew(key, token=token, until=time.time() + lease)
+        except Exception as exc:
+            logger.warning("webhook seen store could not renew the lease of a claim: %s", type(exc).__name__)
+            continue
+        if not held:
+            logger.warning(
+                "webhook claim lost: its lease lapsed while its work still ran (a redelivery may run it too)"
+            )
+            return
+
+
 async def _run(
-    store: SeenStore, key: str, token: str, event: WebhookEvent, work: Callable[[], Awaitable[str]]
+    store: SeenStore,
+    key: str,
+    token: str,
+    event: WebhookEvent,
+    work: Callable[[], Awaitable[str]],
+    lease: float | None = None,
 ) -> _Answer:
     """200 with ``work``'s text once it returns (``key`` marked done first); 500 when it raises (logged with the
     event name and the error's type only), or the answer of a :class:`_Refused` it raises (logged by whoever
-    raised it), after releasing ``key`` so a redelivery runs (also when cancelled, which propagates)."""
+    raised it), after releasing ``key`` so a redelivery runs (also when cancelled, which propagates). While
+    ``work`` runs, the claim's ``lease`` is renewed (:func:`_heartbeat`)."""
     done = False
     try:
-        text = await work()
+        async with _heartbeat(store, key, token, lease):
+            text = await work()
         done = True
     except asyncio.CancelledError:
         raise

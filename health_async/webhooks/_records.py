@@ -9,16 +9,18 @@ from aiohttp import web
 from .._telemetry import webhook_delivery
 from ..errors import InvalidRequest
 from ._receiving import (
+    DEFAULT_CLAIM_LEASE,
     DEFAULT_MAX_BODY_SIZE,
     WebhookCallback,
     _accept,
     _Answer,
+    _check_bound,
     _delivered,
     _from_aiohttp,
     _run,
     _to_aiohttp,
 )
-from ._seen import InMemorySeenStore, SeenStore, _seen_store
+from ._seen import InMemorySeenStore, SeenStore, _leasing, _seen_store
 from ._signature import DEFAULT_TOLERANCE, WebhookSecret, _check_tolerance, _secrets
 
 __all__ = ["aiohttp_handler"]
@@ -31,6 +33,7 @@ def aiohttp_handler(
     tolerance: float = DEFAULT_TOLERANCE,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     seen_store: SeenStore | None = None,
+    claim_lease: float = DEFAULT_CLAIM_LEASE,
 ) -> Callable[[web.Request], Awaitable[web.Response]]:
     """An ``aiohttp.web`` handler that verifies each webhook and passes it to ``await callback(event)``.
 
@@ -71,9 +74,16 @@ def aiohttp_handler(
     forgets the key of the delivery that was processed. A store of the old protocol (``add`` and ``discard``
     only) is still taken, with a ``DeprecationWarning`` and the old guarantees (see :class:`SeenStore`).
 
-    ``secret``, ``tolerance``, ``max_body_size`` and ``seen_store`` are checked here, when the handler is built
-    (:class:`~health_async.errors.InvalidRequest`). Cancellation (the client went away, the server shuts down)
-    propagates. The callback should be quick (the service waits for the answer): hand long work to a queue.
+    A worker that dies mid-callback (``kill -9``, out of memory) cannot release its key: with a
+    :class:`LeasingSeenStore` (the default store and ``RedisSeenStore`` are ones) the key is held "in progress"
+    only ``claim_lease`` seconds (default :data:`DEFAULT_CLAIM_LEASE`, 30), renewed every third of that while the
+    callback runs, so a callback may take as long as it needs and is never run twice meanwhile, and a redelivery
+    after a crash runs once the lease has lapsed. With a store without ``renew`` the key stays in progress until
+    it expires, as before.
+
+    ``secret``, ``tolerance``, ``max_body_size``, ``seen_store`` and ``claim_lease`` are checked here, when the
+    handler is built (:class:`~health_async.errors.InvalidRequest`). Cancellation (the client went away, the server
+    shuts down) propagates. The callback should be quick (the service waits for the answer): hand long work to a queue.
     """
     keys = _secrets(secret)
     _check_tolerance(tolerance)
@@ -82,9 +92,11 @@ def aiohttp_handler(
     if not callable(callback):
         raise InvalidRequest("callback must be an async function taking the WebhookEvent")
     store: SeenStore = InMemorySeenStore() if seen_store is None else _seen_store(seen_store, stacklevel=3)
+    lease_bound = _check_bound(claim_lease, "claim_lease")
+    lease = lease_bound if _leasing(store) else None  # a store without leases is called as before
 
     async def respond(request: web.Request, delivery: webhook_delivery) -> _Answer:
-        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store, delivery)
+        accepted = await _accept(_from_aiohttp(request), keys, tolerance, max_body_size, store, delivery, lease)
         if isinstance(accepted, _Answer):
             return accepted
         event, key, token = accepted
@@ -93,7 +105,7 @@ def aiohttp_handler(
             await callback(event)
             return "ok"
 
-        return await _run(store, key, token, event, run)
+        return await _run(store, key, token, event, run, lease)
 
     async def handle(request: web.Request) -> web.Response:
         return _to_aiohttp(await _delivered("records", lambda delivery: respond(request, delivery)))

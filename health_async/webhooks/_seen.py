@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import inspect
 import math
 import time
 import warnings
@@ -13,7 +14,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from ..errors import InvalidArgumentType, InvalidRequest
 
-__all__ = ["DEFAULT_MAX_SEEN", "Claim", "InMemorySeenStore", "SeenStore"]
+__all__ = ["DEFAULT_MAX_SEEN", "Claim", "InMemorySeenStore", "LeasingSeenStore", "SeenStore"]
 
 #: Most entries an :class:`InMemorySeenStore` holds by default (a few tens of MB at most).
 DEFAULT_MAX_SEEN: Final = 100_000
@@ -52,6 +53,12 @@ class SeenStore(Protocol):
     the old, weaker guarantees: a replay cancelled with its ``add`` in flight then forgets the first delivery's key
     (so a later replay runs again), and a redelivery that comes while the first still runs is answered 200
     "duplicate" (so it is lost when the first fails). Add the three methods below to get the new ones.
+
+    **Leases (issue 42 follow-up).** A store that also has ``renew`` is a :class:`LeasingSeenStore`: the receivers
+    then claim with ``lease=``, so an entry in progress is held only for a short lease, renewed by a heartbeat while
+    the work runs, and a worker that dies mid-delivery (``kill -9``, out of memory) frees its key once the lease
+    lapses instead of at ``expires_at`` (a day for an ABDM data request). A store without ``renew`` is called
+    exactly as before (no ``lease`` keyword, no heartbeat): its entries stay in progress until ``expires_at``.
     """
 
     async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
@@ -67,6 +74,33 @@ class SeenStore(Protocol):
     async def release(self, key: str, *, token: str) -> None:
         """Forget ``key`` if ``token`` still holds it, in progress (otherwise, a key done or held by another token
         or already gone, nothing happens): compare-and-delete, atomically."""
+        ...
+
+
+@runtime_checkable
+class LeasingSeenStore(SeenStore, Protocol):
+    """A :class:`SeenStore` whose entries in progress are held by a lease, renewed while the work runs: a worker that
+    dies mid-delivery holds its key only until its lease lapses, after which a redelivery claims it
+    (:attr:`Claim.NEW`) and runs. :class:`InMemorySeenStore` and :class:`~health_async.redis.RedisSeenStore` are
+    ones.
+
+    The receivers treat a store as leasing when it has a ``renew`` method (``isinstance(store,
+    LeasingSeenStore)``): they then pass ``lease=`` to :meth:`claim`, and while the work runs a heartbeat task
+    calls :meth:`renew` every third of the lease; the heartbeat is cancelled, and awaited, when the work ends,
+    before :meth:`~SeenStore.finish` or :meth:`~SeenStore.release`. A store with ``renew`` must therefore take the
+    ``lease`` keyword. All times are unix times in seconds, as ``expires_at``.
+    """
+
+    async def claim(self, key: str, expires_at: float, *, token: str, lease: float | None = None) -> Claim:
+        """As :meth:`SeenStore.claim`; with ``lease``, a key taken (:attr:`Claim.NEW`) is held in progress only
+        until ``min(lease, expires_at)`` (then it is free again, as if released) unless :meth:`renew` extends it,
+        and :meth:`~SeenStore.finish` keeps it done until ``expires_at``. ``lease=None``: held until
+        ``expires_at``, as by a plain :class:`SeenStore`."""
+        ...
+
+    async def renew(self, key: str, *, token: str, until: float) -> bool:
+        """Extend the lease of ``key`` to ``min(until, expires_at)`` if ``token`` still holds it in progress: True;
+        otherwise (its lease lapsed, it was finished or released, another claim holds it) change nothing: False."""
         ...
 
 
@@ -116,6 +150,20 @@ def _seen_store(store: object, stacklevel: int) -> SeenStore:
     raise InvalidRequest("seen_store must have async claim(key, expires_at, *, token), finish and release methods")
 
 
+def _leasing(store: SeenStore) -> bool:
+    """Whether the receivers claim in ``store`` with a lease and renew it: a :class:`LeasingSeenStore` (it has
+    ``renew``) whose ``claim`` takes the ``lease`` keyword. Judgement call: the signature is checked too, once when a
+    receiver is built, so a subclass of :class:`InMemorySeenStore` that overrides ``claim`` with the signature
+    before leases (it inherits ``renew``) keeps working as before, without leases, rather than failing every claim."""
+    if not isinstance(store, LeasingSeenStore):
+        return False
+    try:
+        parameters = inspect.signature(store.claim).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "lease" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 class InMemorySeenStore:
     """The default :class:`SeenStore`: a dict of key -> expiry plus a heap of expiries, in this process only.
 
@@ -125,6 +173,9 @@ class InMemorySeenStore:
     ``max_entries``: the entry closest to expiry is evicted first. That can only weaken replay protection for
     someone who gets more than ``max_entries`` genuine signed webhooks within the tolerance window, whereas
     refusing new webhooks when full would drop the service's real events.
+
+    A :class:`LeasingSeenStore`: a key claimed with ``lease`` is held in progress until that lease (extended by
+    :meth:`renew`), and until ``expires_at`` once finished; an entry past its lease is free again.
 
     Besides the protocol's :meth:`claim`, :meth:`finish` and :meth:`release`, it keeps the old protocol's
     :meth:`add` (an entry recorded done at once) and :meth:`discard` (forget a key, whoever holds it).
@@ -144,6 +195,8 @@ class InMemorySeenStore:
         self._expiry: dict[str, float] = {}
         # key -> the token of the claim that holds it, while in progress (a key done, or added, is not here)
         self._tokens: dict[str, str] = {}
+        # key -> its expires_at, while in progress under a lease shorter than it (_expiry then holds the lease)
+        self._full: dict[str, float] = {}
         # (expires_at, key); entries whose key was discarded or re-added are stale and skipped when popped
         self._heap: list[tuple[float, str]] = []
 
@@ -151,32 +204,63 @@ class InMemorySeenStore:
         """Keys held, expired ones not yet evicted included."""
         return len(self._expiry)
 
-    async def claim(self, key: str, expires_at: float, *, token: str) -> Claim:
-        """Hold ``key`` for ``token`` until ``expires_at`` when it is free (or had expired): :attr:`Claim.NEW`;
-        else :attr:`Claim.IN_PROGRESS` or :attr:`Claim.DONE`, as its holder is.
+    async def claim(self, key: str, expires_at: float, *, token: str, lease: float | None = None) -> Claim:
+        """Hold ``key`` for ``token`` until ``expires_at`` (with ``lease``: in progress until ``min(lease,
+        expires_at)`` only) when it is free (or had expired, or its lease lapsed): :attr:`Claim.NEW`; else
+        :attr:`Claim.IN_PROGRESS` or :attr:`Claim.DONE`, as its holder is.
 
         Raises:
             InvalidArgumentType: ``key`` or ``token`` is not a str.
-            InvalidRequest: ``expires_at`` is not a finite number of seconds, or the clock gave none (the handler
-                then answers 500 and processes nothing: judgement call, a clock at +infinity would otherwise
-                evict every live entry and let every replay through).
+            InvalidRequest: ``expires_at`` or ``lease`` is not a finite number of seconds, or the clock gave none
+                (the handler then answers 500 and processes nothing: judgement call, a clock at +infinity would
+                otherwise evict every live entry and let every replay through).
         """
         if not isinstance(token, str):
             raise InvalidArgumentType(f"token must be a str, not {type(token).__name__}")
-        if not self._put(key, expires_at):
+        if lease is not None and not _finite(lease):
+            raise InvalidRequest("lease must be a finite unix time in seconds")
+        held = expires_at if lease is None or not _finite(expires_at) else min(lease, expires_at)
+        if not self._put(key, held):
             return Claim.IN_PROGRESS if key in self._tokens else Claim.DONE
         self._tokens[key] = token
+        if held != expires_at:
+            self._full[key] = expires_at
         return Claim.NEW
 
+    async def renew(self, key: str, *, token: str, until: float) -> bool:
+        """Extend the lease of ``key`` to ``min(until, expires_at)`` if ``token`` holds it in progress and its lease
+        has not lapsed: True; else False (nothing changed).
+
+        Raises:
+            InvalidRequest: ``until`` is not a finite number of seconds, or the clock gave none.
+        """
+        if not _finite(until):
+            raise InvalidRequest("until must be a finite unix time in seconds")
+        if self._tokens.get(key) != token or self._lapsed(key):
+            return False
+        full = self._full.get(key)
+        if full is None:  # claimed without a lease (or renewed up to its expiry): held until it expires already
+            return True
+        held = min(until, full)
+        if held > self._expiry[key]:
+            if held == full:
+                del self._full[key]
+            self._set(key, held)
+        return True
+
     async def finish(self, key: str, *, token: str) -> None:
-        """Mark ``key`` done (its expiry kept) if ``token`` holds it."""
-        if self._tokens.get(key) == token:
+        """Mark ``key`` done if ``token`` holds it (under a lease: one not lapsed), kept until its ``expires_at``."""
+        if self._tokens.get(key) == token and not (key in self._full and self._lapsed(key)):
             del self._tokens[key]
+            full = self._full.pop(key, None)
+            if full is not None:
+                self._set(key, full)
 
     async def release(self, key: str, *, token: str) -> None:
         """Forget ``key`` if ``token`` holds it, in progress; its heap entry goes stale."""
         if self._tokens.get(key) == token:
             del self._tokens[key]
+            self._full.pop(key, None)
             self._expiry.pop(key, None)
 
     async def add(self, key: str, expires_at: float) -> bool:
@@ -193,6 +277,27 @@ class InMemorySeenStore:
         """The old protocol's discard: forget ``key``, whoever holds it; its heap entry goes stale."""
         self._expiry.pop(key, None)
         self._tokens.pop(key, None)
+        self._full.pop(key, None)
+
+    def _now(self) -> float:
+        """The clock's unix time (``InvalidRequest`` when it gives no finite number)."""
+        now = self._clock()
+        if not _finite(now):
+            raise InvalidRequest("the seen store's clock must give a finite unix time in seconds")
+        return now
+
+    def _lapsed(self, key: str) -> bool:
+        """Whether the entry of ``key`` (held) has expired, its lease lapsed, though not yet evicted: it is free,
+        as it would be in a store whose entries vanish on time (Redis)."""
+        return self._expiry[key] < self._now()
+
+    def _set(self, key: str, expires_at: float) -> None:
+        """Set the expiry of ``key`` to ``expires_at``; a former heap entry of it goes stale."""
+        self._expiry[key] = expires_at
+        heapq.heappush(self._heap, (expires_at, key))
+        if len(self._heap) > 2 * self._max:  # too many stale entries (discards, renewals): rebuild from the live
+            self._heap = [(e, k) for k, e in self._expiry.items()]
+            heapq.heapify(self._heap)
 
     def _put(self, key: str, expires_at: float) -> bool:
         """Record ``key`` until ``expires_at`` (no token): True when it was not there, else False (left as is)."""
@@ -200,19 +305,12 @@ class InMemorySeenStore:
             raise InvalidArgumentType(f"key must be a str, not {type(key).__name__}")
         if not _finite(expires_at):
             raise InvalidRequest("expires_at must be a finite unix time in seconds")
-        now = self._clock()
-        if not _finite(now):
-            raise InvalidRequest("the seen store's clock must give a finite unix time in seconds")
-        self._evict(now)
+        self._evict(self._now())
         if key in self._expiry:
             return False
         while len(self._expiry) >= self._max and self._heap:
             self._pop()
-        self._expiry[key] = expires_at
-        heapq.heappush(self._heap, (expires_at, key))
-        if len(self._heap) > 2 * self._max:  # too many stale entries (discards): rebuild from the live ones
-            self._heap = [(e, k) for k, e in self._expiry.items()]
-            heapq.heapify(self._heap)
+        self._set(key, expires_at)
         return True
 
     def _evict(self, now: float) -> None:
@@ -225,6 +323,7 @@ class InMemorySeenStore:
             if self._expiry.get(key) == expires_at:
                 del self._expiry[key]
                 self._tokens.pop(key, None)
+                self._full.pop(key, None)
 
     def _pop(self) -> None:
         """Drop the live entry closest to expiry (skipping stale heap entries): the eviction when full. A key is
@@ -234,6 +333,7 @@ class InMemorySeenStore:
             if self._expiry.get(key) == expires_at:
                 del self._expiry[key]
                 self._tokens.pop(key, None)
+                self._full.pop(key, None)
                 return
 
 
