@@ -32,7 +32,7 @@ async def main(argv: list[str]) -> None:
         RedisSeenStore(redis_url, name=name) as seen,
     ):
         handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=on_data_fetch, seen_store=seen)
-        await serve_until_killed(handler, port_file)
+        await serve_until_killed("/abdm", handler.handle, port_file, aclose=handler.aclose)
 
 
 if __name__ == "__main__":

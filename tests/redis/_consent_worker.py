@@ -42,7 +42,7 @@ async def main(argv: list[str]) -> None:
         RedisConsentBook(redis_url, name=name) as consents,
     ):
         handler = webhooks.abdm_handler(secret, client=client, on_data_fetch=on_data_fetch, consents=consents)
-        await serve_until_killed(handler, port_file)
+        await serve_until_killed("/abdm", handler.handle, port_file, aclose=handler.aclose)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
 from health_async import webhooks
 from health_async.redis import RedisSeenStore
 from health_async.webhooks import WebhookEvent
+
+from ._serve import serve_until_killed
 
 
 async def main(argv: list[str]) -> None:
@@ -34,18 +34,7 @@ async def main(argv: list[str]) -> None:
 
     async with RedisSeenStore(redis_url, name=name) as seen:
         handler = webhooks.aiohttp_handler(secret, callback, seen_store=seen, claim_lease=float(lease))
-        app = web.Application()
-        app.router.add_post("/hook", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        await asyncio.to_thread((folder / f"{label}.port").write_text, str(port))
-        try:
-            await asyncio.Event().wait()  # until killed
-        finally:
-            await runner.cleanup()
+        await serve_until_killed("/hook", handler, folder / f"{label}.port")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ async def main(argv: list[str]) -> None:
             secret, client=client, on_discover=on_discover, on_link_otp=on_link_otp, on_linked=on_linked,
             link_store=store,
         )  # fmt: skip
-        await serve_until_killed(handler, port_file)
+        await serve_until_killed("/abdm", handler.handle, port_file, aclose=handler.aclose)
 
 
 if __name__ == "__main__":

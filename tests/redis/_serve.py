@@ -1,20 +1,26 @@
-"""What every hospital worker of tests/redis shares: serve one ``webhooks.abdm_handler`` on 127.0.0.1 until killed."""
+"""What every web worker of tests/redis shares: serve one webhook receiver on 127.0.0.1 until killed."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from aiohttp import web
 
-from health_async.webhooks import AbdmHandler
 
-
-async def serve_until_killed(handler: AbdmHandler, port_file: str) -> None:
-    """Serve ``handler`` at ``POST /abdm`` on a free port of 127.0.0.1, write the port to ``port_file`` (the parent
-    waits for it) and serve until the process is killed; then close the handler and the app."""
+async def serve_until_killed(
+    route: str,
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    port_file: str | Path,
+    *,
+    aclose: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """Serve ``handle`` at ``POST route`` on a free port of 127.0.0.1, write the port to ``port_file`` (the parent
+    waits for it) and serve until the process is killed; then ``aclose()`` (the receiver's, if it has one) and close
+    the app."""
     app = web.Application()
-    app.router.add_post("/abdm", handler.handle)
+    app.router.add_post(route, handle)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -24,5 +30,6 @@ async def serve_until_killed(handler: AbdmHandler, port_file: str) -> None:
     try:
         await asyncio.Event().wait()  # until killed
     finally:
-        await handler.aclose()
+        if aclose is not None:
+            await aclose()
         await runner.cleanup()

@@ -184,11 +184,11 @@ async def test_a_seen_store_that_fails_answers_500_and_starts_nothing(
 
         adds = 0
 
-        async def claim(self, key: str, expires_at: float, *, token: str) -> webhooks.Claim:
+        async def claim(self, key: str, expires_at: float, *, token: str, lease: float | None = None) -> webhooks.Claim:
             self.adds += 1
             if self.adds > 1:
                 raise ConnectionError("the store is down")
-            return await super().claim(key, expires_at, token=token)
+            return await super().claim(key, expires_at, token=token, lease=lease)
 
     fetched: list[Any] = []
 
