@@ -11,7 +11,7 @@ alternation and ``--repeats`` times, with:
 
 * ``none``: no shared limiter (the client's own limits only): the baseline, measured in the same run;
 * ``noop``: a shared limiter that admits at once, in this process: what any shared limiter costs the client
-  itself (a call with a limiter takes the session's general way, not its plain way);
+  itself (the session's plain way asks it, and an admission that does not wait costs no timer);
 * ``pause-only``: ``RedisLimiter(rate_limit=None)``: the shared pause only;
 * ``rate``: ``RedisLimiter(rate_limit=1e6)`` (far above what is reached): every request is admitted by the
   shared window and reported sent, the uncontended path.

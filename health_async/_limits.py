@@ -10,8 +10,9 @@ import asyncio
 import inspect
 import math
 import time
+import types
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Generator
 from contextvars import ContextVar
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -140,6 +141,10 @@ class Limits(Slots):
         #: is false): the end of the API's pause, or infinity with a rate limit or a shared limiter. One number,
         #: so that the session's hot path asks it with one comparison.
         self.free_at = math.inf if rate is not None or shared is not None else 0.0
+        #: The ``time.monotonic()`` instant from which an API request waits for nothing but the shared limiter (the
+        #: end of the API's pause), or infinity with a rate limit or without a shared limiter: the session's plain
+        #: way then asks the shared limiter itself (:meth:`admit`), and takes the general way only for the rest.
+        self.shared_at = 0.0 if rate is None and shared is not None else math.inf
         self._origin_pauses: dict[object, float] = {}  # other origins' (presigned storage hosts)
         self._window_count = max(1, int(rate)) if rate is not None else 1
         self._window = self._window_count / rate if rate is not None else 0.0
@@ -174,6 +179,7 @@ class Limits(Slots):
         if origin is None:
             self._paused_until = max(self._paused_until, until)
             self.free_at = max(self.free_at, self._paused_until)
+            self.shared_at = max(self.shared_at, self._paused_until)
             if self.shared is not None:
                 self.shared.pause(seconds)
         else:
@@ -214,7 +220,8 @@ class Limits(Slots):
         """
         if pause_deadline is None or (deadline is not None and deadline < pause_deadline):
             pause_deadline = deadline
-        await self.wait_pause(pause_deadline, origin)
+        if self.paused_for(origin) > 0:
+            await self.wait_pause(pause_deadline, origin)
         rated = shared = False
         if self.rate is not None:
             await self._take_rate(deadline)
@@ -234,21 +241,38 @@ class Limits(Slots):
         return rated or shared
 
     async def _acquire_shared(self, deadline: float | None) -> None:
-        assert self.shared is not None
-        acquire = self.shared.acquire if self._shared_takes_deadline else None
+        """The shared limiter's admission, bounded by ``deadline``. Its ``acquire`` is run up to its first wait
+        right here: one that admits without waiting (a spare in hand, a limiter in this process) costs no timer;
+        only a wait is put under ``asyncio.timeout`` (the client stops waiting at the deadline whatever the limiter
+        does), and then goes on where it began, never asked twice."""
+        shared = self.shared
+        assert shared is not None
         refused_wait.set(None)
         remaining = 0.0
-        if deadline is None:
-            admitted = await (self.shared.acquire() if acquire is None else acquire(None))
-        else:
+        if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Overdue("the shared limiter", 0.0)
+        asking: Awaitable[bool] = shared.acquire(deadline) if self._shared_takes_deadline else shared.acquire()
+        admitted: bool | None = None
+        waits = True
+        if type(asking) is types.CoroutineType:
             try:
-                async with asyncio.timeout(remaining):
-                    admitted = await (self.shared.acquire() if acquire is None else acquire(deadline))
-            except TimeoutError:
-                raise Overdue("the shared limiter", remaining) from None
+                step = asking.send(None)
+            except StopIteration as done:  # admitted (or refused) without waiting
+                admitted, waits = done.value, False
+            else:  # it waits: the rest of its wait, in this task, from where it stopped
+                asking = _Resumed(asking, step)
+        if waits:
+            if deadline is None:
+                admitted = await asking
+            else:
+                remaining = deadline - time.monotonic()
+                try:
+                    async with asyncio.timeout(max(remaining, 0.0)):
+                        admitted = await asking
+                except TimeoutError:
+                    raise Overdue("the shared limiter", remaining) from None
         if admitted is False:
             wait = refused_wait.get()
             raise Overdue("the shared limiter", remaining if wait is None else wait)
@@ -320,6 +344,37 @@ class Limits(Slots):
         moved = self._rate_moved
         if moved is not None and not moved.done():
             moved.set_result(None)
+
+
+class _Resumed:
+    """The rest of a coroutine that was run up to its first wait by hand (``step``: what it yielded there), to be
+    awaited by the task that started it: the task waits on what the coroutine waits on, and whatever the task
+    sends or throws in (a cancellation) goes to the coroutine, as if it had been awaited from the start."""
+
+    __slots__ = ("_coro", "_step")
+
+    def __init__(self, coro: types.CoroutineType[object, object, T], step: object) -> None:
+        self._coro = coro
+        self._step = step
+
+    def __await__(self) -> Generator[object, object, T]:
+        coro, step = self._coro, self._step
+        while True:
+            try:
+                sent = yield step
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown in by the task (a cancellation): the coroutine's to handle
+                try:
+                    step = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    step = coro.send(sent)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
 
 
 async def within(wait: Awaitable[T], deadline: float | None, reason: str) -> T:

@@ -272,13 +272,16 @@ class Session:
         take). ``restart`` is asked before each retry whether the receiver can start over (``False``: no retry).
 
         Two ways through, one behaviour. The *plain* way is taken by a call of the service's API without a body
-        whose token is at hand, with a connection slot free, nothing to wait for (no pause, rate limit or shared
-        limiter) and the client's default time budget: its first attempt runs right here, in this one coroutine,
-        building nothing it does not send. Every other call, and whatever that first attempt meets besides a
-        2XX (a transport failure, an error status, a 401 to refresh, a retry, DEBUG logging), takes the general
-        way (:meth:`_attempt`, :meth:`_conclude`, :meth:`_retry`), which the plain way hands over to with what it
-        already has: nothing is sent twice. At bulk rates the plain way is about a tenth of a describe's CPU
-        cheaper (``benchmarks/bulk_bench.py --ladder``).
+        whose token is at hand, with a connection slot free, no pause, no rate limit and the client's default time
+        budget: its first attempt runs right here, in this one coroutine, building nothing it does not send. A
+        shared limiter (``limiter=``) is asked here too, with the same :meth:`Limits.admit`, deadlines, report of
+        the admission (sent or unsent, once) and failure as on the general way: one that admits at once costs a
+        call little (issue 44: ``benchmarks/redis_bench.py``), and one that waits is waited for here, bounded by
+        the budget (a pause that begins meanwhile is waited for too). Every other call, and whatever that first
+        attempt meets besides a 2XX (a transport failure, an error status, a 401 to refresh, a retry, DEBUG
+        logging), takes the general way (:meth:`_attempt`, :meth:`_conclude`, :meth:`_retry`), which the plain way
+        hands over to with what it already has: nothing is sent twice. At bulk rates the plain way is about a tenth
+        of a describe's CPU cheaper (``benchmarks/bulk_bench.py --ladder``).
 
         Telemetry: when the client's :class:`~health_async._telemetry.Telemetry` is live (an OpenTelemetry SDK is
         configured), the call is recorded as a :class:`~health_async._telemetry.Call` (``call``, made by
@@ -310,7 +313,8 @@ class Session:
             and receive is None
             and not encrypt
             and timeout is NOT_GIVEN
-            and limits.free_at <= started
+            # a shared limiter is asked here only for a call not recorded (a recorded one shows its wait as an event)
+            and (limits.free_at <= started or (call is None and limits.shared_at <= started))
             and not http.closed
             and limits.enter()
         ):
@@ -318,30 +322,43 @@ class Session:
             # slot taken just above is given back by the ``finally`` below whatever happens: nothing runs between.
             failure: HealthError | None = None
             template = None if call is None else template_of(route, path)
+            generation = self.auth.generation
+            target = self._base_url.with_path(self._base_path + path, encoded=True)
+            report = False  # the shared limiter's admission: reported sent or unsent once, as the general way does
             try:
                 try:
-                    generation = self.auth.generation
-                    target = self._base_url.with_path(self._base_path + path, encoded=True)
+                    first_timeout = self._first_timeout
+                    if limits.free_at > started:  # a shared limiter to ask, and nothing else (Limits.shared_at)
+                        report = await self._admit_shared(limits, operation, retry, started)
+                        first_timeout = self._timeout_until(self._deadline_of(started), operation)
                     if call is not None:
                         call.begin_attempt(method, target, template)
-                    async with self._exchange(
-                        http, method, target, params, self._headers(token, headers), None, self._first_timeout, None
-                    ) as resp:
-                        status = resp.status
-                        answer = resp.headers
-                        raw = await _read_capped(resp, self.config.max_response_size, operation)
-                except _SEND_ERRORS as exc:
-                    error = self._failure(exc, operation, target, http)
-                    if call is not None:
-                        call.end_attempt(
-                            None, exc if error is None else _public(error) if isinstance(error, _Overdue) else error
-                        )
-                    if error is None:
+                    try:
+                        async with self._exchange(
+                            http, method, target, params, self._headers(token, headers), None, first_timeout, None
+                        ) as resp:
+                            if report:  # stamped when the answer comes, as the general way does without a trace
+                                report = False
+                                limits.sent()
+                            status = resp.status
+                            answer = resp.headers
+                            raw = await _read_capped(resp, self.config.max_response_size, operation)
+                    except _SEND_ERRORS as exc:
+                        error = self._failure(exc, operation, target, http)
+                        if call is not None:
+                            call.end_attempt(
+                                None, exc if error is None else _public(error) if isinstance(error, _Overdue) else error
+                            )
+                        if error is None:
+                            raise
+                        raise error from _cause(exc, target)
+                    except BaseException as exc:  # cancelled, or a bug: the attempt still ends
+                        if call is not None:
+                            call.end_attempt(None, exc)
                         raise
-                    raise error from _cause(exc, target)
-                except BaseException as exc:  # cancelled, or a bug: the attempt still ends
-                    if call is not None:
-                        call.end_attempt(None, exc)
+                except BaseException as exc:
+                    if report:
+                        limits.sent() if _may_have_left(exc) else limits.unsent()
                     raise
                 finally:
                     limits.leave()
@@ -725,11 +742,28 @@ class Session:
                 return False
             return await limits.admit(req.deadline, pause_deadline, req.origin)
         except Overdue as exc:
-            raise _Overdue(
-                f"{req.operation}: not sent: waiting for {exc.reason} ({exc.wait:.1f} s) would outlast this call's "
-                "time budget (timeout, RetryPolicy deadline or retry_after_cap)",
-                sent=False,
-            ) from None
+            raise _overdue(req.operation, exc) from None
+
+    async def _admit_shared(
+        self, limits: Limits, operation: str, retry: RetryPolicy | NotGiven, started: float
+    ) -> bool:
+        """:meth:`_admit` for the plain way of a call with the default budget that only the shared limiter may
+        hold back (no rate limit, no pause when it began: :attr:`Limits.shared_at`), without building the general
+        way's request: the same :meth:`Limits.admit`, deadlines and failure. Returns whether to report it."""
+        deadline = self._deadline_of(started)
+        policy = self.config.retry if retry is NOT_GIVEN else retry
+        pause_deadline = time.monotonic() + policy.retry_after_cap
+        if deadline is not None and deadline < pause_deadline:
+            pause_deadline = deadline
+        try:
+            return await limits.admit(deadline, pause_deadline)
+        except Overdue as exc:
+            raise _overdue(operation, exc) from None
+
+    def _deadline_of(self, started: float) -> float | None:
+        """The deadline of a call with the client's default time budget that began at ``started``."""
+        budget = self.config.timeout
+        return None if budget is None else started + budget
 
     async def _admit_recorded(self, limits: Limits, req: _Request, call: Call) -> bool:
         """:meth:`_admit`, its waits recorded: the ``Retry-After`` pause first (``retry_after``), then the rates
@@ -760,9 +794,15 @@ class Session:
             # is the whole budget less microseconds, so the prebuilt timeout stands for it (once only).
             req.first_timeout = None
             return first
+        return self._timeout_until(deadline, req.operation)
+
+    def _timeout_until(self, deadline: float | None, operation: str) -> aiohttp.ClientTimeout:
+        """The aiohttp timeout of an attempt that must end by ``deadline`` (see :meth:`_attempt_timeout`)."""
+        if deadline is None:
+            return self._timeout
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise _Overdue(f"{req.operation}: not sent: the call's time budget ran out", sent=False)
+            raise _Overdue(f"{operation}: not sent: the call's time budget ran out", sent=False)
         connect = self.config.connect_timeout
         if connect is None or connect >= remaining:
             connect = remaining * 0.9
@@ -1074,6 +1114,15 @@ class _Overdue(RequestTimeout):
 
 def _public(exc: _Overdue) -> RequestTimeout:
     return RequestTimeout(str(exc), sent=False)
+
+
+def _overdue(operation: str, exc: Overdue) -> _Overdue:
+    """The failure of a call whose wait for admission (``exc``) would outlast its time budget: not sent, final."""
+    return _Overdue(
+        f"{operation}: not sent: waiting for {exc.reason} ({exc.wait:.1f} s) would outlast this call's "
+        "time budget (timeout, RetryPolicy deadline or retry_after_cap)",
+        sent=False,
+    )
 
 
 def _may_have_left(exc: BaseException) -> bool:

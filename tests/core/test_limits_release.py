@@ -291,6 +291,81 @@ async def test_the_plain_way_gives_back_its_slot(wire: tuple[Wire, str], step: s
         at_rest(session)
 
 
+@pytest.mark.parametrize("how", ["cancel", "raise"])
+@pytest.mark.parametrize("step", ["shared", "send", "wire", "read"])
+async def test_the_plain_way_reports_its_shared_admission(wire: tuple[Wire, str], step: str, how: str) -> None:
+    """A GET with a shared limiter and no rate limit takes the plain way too (issue 44: a shared limiter that admits
+    at once costs the client little), asking the limiter itself: whatever happens to the call, its slot comes back
+    and its admission is reported exactly once, sent or unsent; a limiter that waits is cancelled with the call."""
+    service, url = wire
+    limiter = RecordingLimiter()
+    async with make_client(url, limiter, rate_limit=None) as client:
+        session = client._session
+        await session.open()
+        with mock.patch.object(session, "_attempt", side_effect=AssertionError("not the plain way")):
+            async with at_step(step, how, session, service, limiter) as (_, arrived):
+                call = asyncio.create_task(session.request("GET", "/y", operation="y", idempotent=True))
+                if how == "cancel":
+                    await asyncio.wait_for(arrived(), 5)
+                    call.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await call
+                else:
+                    with pytest.raises(ha.HealthError):
+                        await call
+            at_rest(session, limiter)
+            assert await asyncio.wait_for(session.request("GET", "/y", operation="y", idempotent=True), 2) == {
+                "ok": True
+            }
+        at_rest(session, limiter)
+        assert limiter.acquired >= 1
+
+
+class SlowLimiter(RecordingLimiter):
+    """Admits after a few turns of the loop (``turns``), or never (``None``: until cancelled, which it records)."""
+
+    def __init__(self, turns: int | None) -> None:
+        super().__init__()
+        self.turns = turns
+        self.cancelled = 0
+
+    async def acquire(self, deadline: float | None = None) -> bool:
+        try:
+            if self.turns is None:
+                await asyncio.Event().wait()
+            for _ in range(self.turns or 0):
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return await super().acquire(deadline)
+
+
+@pytest.mark.parametrize("way", ["plain", "general"])
+async def test_a_shared_limiter_that_waits_is_waited_for_within_the_budget(wire: tuple[Wire, str], way: str) -> None:
+    """A limiter that waits before it admits is waited for, once (its wait goes on where it began); one that never
+    admits is cancelled at the call's deadline, though it ignores the deadline itself: the call fails unsent."""
+    _, url = wire
+    limiter = SlowLimiter(3)
+    options: dict[str, Any] = {"rate_limit": None} if way == "plain" else {"rate_limit": 100}
+    async with make_client(url, limiter, timeout=0.2, **options) as client:
+        session = client._session
+        await session.open()
+        with contextlib.ExitStack() as plain:
+            if way == "plain":
+                plain.enter_context(mock.patch.object(session, "_attempt", side_effect=AssertionError("not plain")))
+            assert await session.request("GET", "/y", operation="y", idempotent=True) == {"ok": True}
+            assert limiter.acquired == 1
+            at_rest(session, limiter)
+            limiter.turns = None
+            with pytest.raises(ha.RequestTimeout) as caught:
+                await session.request("GET", "/y", operation="y", idempotent=True)
+        assert caught.value.sent is False
+        assert "shared limiter" in str(caught.value)
+        assert limiter.cancelled == 1
+        at_rest(session, limiter)
+
+
 # --------------------------------------------------------------------------------- the issue's own case
 
 
