@@ -586,27 +586,35 @@ def _validate(raw: Any) -> ValidationReport:
     resources: list[tuple[int, dict[str, Any]]] = [
         (i, e["resource"]) for i, e in enumerate(entries) if type(e) is dict and type(e.get("resource")) is dict
     ]
-    _document_rules(bundle, entries, walk)
-    record_type, ig_version = _profile_rules(bundle, entries, resources, walk)
+    targets, index = _targets(entries)
+    _document_rules(bundle, entries, walk, targets)
+    record_type, ig_version = _profile_rules(bundle, entries, resources, walk, index)
     return ValidationReport(record_type, tuple(walk.problems), ig_version)
 
 
-def _targets(entries: list[Any]) -> dict[str, tuple[int, str]]:
-    """Every way an entry may be referenced inside the bundle -> (entry index, resource type)."""
+def _targets(entries: list[Any]) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
+    """Every way an entry may be referenced inside the bundle, worked out once for both reference checks: -> (entry
+    index, resource type) for R4's (the last entry of a ``fullUrl`` or ``Type/id``, of a resource with a type), and
+    -> entry index for the guide's (the first, ``_profiles._index``'s)."""
     out: dict[str, tuple[int, str]] = {}
+    index: dict[str, int] = {}
     for i, e in enumerate(entries):
         if type(e) is not dict or type(e.get("resource")) is not dict:
             continue
         res = e["resource"]
         kind = res.get("resourceType")
+        url = e.get("fullUrl")
+        if isinstance(url, str):
+            index.setdefault(url, i)
         if not isinstance(kind, str):
             continue
-        url = e.get("fullUrl")
         if isinstance(url, str):
             out[url] = (i, kind)
         if isinstance(res.get("id"), str):
-            out[f"{kind}/{res['id']}"] = (i, kind)
-    return out
+            name = f"{kind}/{res['id']}"
+            out[name] = (i, kind)
+            index.setdefault(name, i)
+    return out, index
 
 
 _SEARCH_OR_HISTORY: Final = frozenset({"searchset", "history"})
@@ -614,7 +622,9 @@ _WITH_REQUEST: Final = frozenset({"batch", "transaction", "history"})
 _WITH_RESPONSE: Final = frozenset({"batch-response", "transaction-response", "history"})
 
 
-def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> None:
+def _document_rules(
+    bundle: dict[str, Any], entries: list[Any], walk: _Walk, targets: dict[str, tuple[int, str]]
+) -> None:
     """R4's Bundle invariants (``bdl-*``), FHIR's document rules and the references' targets.
 
     Judgement call: ``validate`` checks a document, so the invariants R4 states for a document (``bdl-9``,
@@ -690,7 +700,6 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
             )
         seen.setdefault(key, i)
         urls.setdefault(url, i)
-    targets = _targets(entries)
     for path, ref, allowed in walk.references:
         if ref[:1] == "#":
             continue  # a contained resource: checked with its container (r4.ref-1)
@@ -721,7 +730,11 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
 
 
 def _profile_rules(
-    bundle: dict[str, Any], entries: list[Any], resources: list[tuple[int, dict[str, Any]]], walk: _Walk
+    bundle: dict[str, Any],
+    entries: list[Any],
+    resources: list[tuple[int, dict[str, Any]]],
+    walk: _Walk,
+    index: dict[str, int],
 ) -> tuple[RecordType | None, str | None]:
     """The record type (as ``read`` finds it) and the guide's version whose profile rules were applied to the first
     Composition and every resource its references reach (``_profiles.py``)."""
@@ -729,6 +742,6 @@ def _profile_rules(
     composition = next((i for i, res in resources if res.get("resourceType") == "Composition"), None)
     if record_type is None or composition is None:
         return record_type, None
-    version, found = _profiles.check_document(entries, composition, record_type, declared)
+    version, found = _profiles.check_document(entries, composition, record_type, declared, index)
     walk.problems.extend(Problem(*f) for f in found)  # type: ignore[arg-type]
     return record_type, version
