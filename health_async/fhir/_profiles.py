@@ -488,12 +488,12 @@ def _index(entries: list[Any]) -> dict[str, int]:
     return out
 
 
-def _run(version: str, name: str, entries: list[Any], composition: int) -> list[Finding] | None:
+def _run(version: str, name: str, entries: list[Any], composition: int, index: dict[str, int]) -> list[Finding] | None:
     t = _tables()
     prof = t.profile(version, name)
     if prof is None:
         return None
-    run = _Run(t, version, entries, _index(entries))
+    run = _Run(t, version, entries, index)
     run.resource(prof, entries[composition]["resource"], f"Bundle.entry[{composition}].resource")
     return run.found
 
@@ -528,10 +528,18 @@ def _version_of(declared: str, usable: list[str]) -> str:
 
 
 def check_document(
-    entries: list[Any], composition: int, record_type: RecordType, declared: str | None
+    entries: list[Any],
+    composition: int,
+    record_type: RecordType,
+    declared: str | None,
+    index: dict[str, int] | None = None,
 ) -> tuple[str | None, list[Finding]]:
     """``(version whose rules were applied, findings)`` for the Composition at ``entries[composition]`` of this
-    record type; ``declared`` is the ``|version`` of its profile URL, if any (see the module's docstring)."""
+    record type; ``declared`` is the ``|version`` of its profile URL, if any (see the module's docstring);
+    ``index``: ``_index(entries)`` when the caller has it already (``validate`` works it out once for both
+    reference checks)."""
+    if index is None:
+        index = _index(entries)
     t = _tables()
     name = record_type.value
     usable = [v for v in t.versions if name in t.rows.get(v, {})]
@@ -539,7 +547,7 @@ def check_document(
         return None, []
     if declared is not None:
         version = declared if declared in usable else _version_of(declared, usable)
-        found = _run(version, name, entries, composition) or []
+        found = _run(version, name, entries, composition, index) or []
         if version != declared:
             found.insert(
                 0,
@@ -554,11 +562,11 @@ def check_document(
             )
         return version, found
     newest = usable[0]
-    found = _run(newest, name, entries, composition) or []
+    found = _run(newest, name, entries, composition, index) or []
     if not _errors(found) or _has_only(t, newest, name, entries[composition]["resource"]):
         return newest, found
     for older in usable[1:]:
-        other = _run(older, name, entries, composition) or []
+        other = _run(older, name, entries, composition, index) or []
         if not _errors(other):
             return older, other
     return newest, found

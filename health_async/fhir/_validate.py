@@ -118,21 +118,57 @@ class _Tables:
             }
             for owner, table in self.elements.items()
         }
-        #: Each element of each type as the walk needs it: (first type, its primitive JSON kind or None, repeats,
-        #: choice group, the resource types a Reference may point at: ``()`` for any, ``None`` for no Reference).
+        #: Each element of each type as the walk needs it, worked out once: (first type, its primitive JSON kind or
+        #: None, repeats, choice group, the resource types a Reference may point at: ``()`` for any, ``None`` for
+        #: no Reference, how its value is checked (``_COMPLEX``, ``_RESOURCE``, ``_MATCH``: a non-empty string
+        #: R4's regex takes is valid, no more to check; ``_DATE``: the same when its day is at most 28, so surely in
+        #: its month; ``_BOOLEAN``: a JSON boolean; otherwise, and for what fails these quick checks,
+        #: ``_primitive_problem``, which names the problem), that regex or None).
         self.fast = {
-            owner: {
-                name: (
-                    spec[0][0],
-                    self.primitives[spec[0][0]][0] if spec[0][0] in self.primitives else None,
-                    spec[2],
-                    spec[3],
-                    frozenset(_r4.TARGETS.get(owner, {}).get(name, ())) if spec[0][0] == "Reference" else None,
-                )
-                for name, spec in table.items()
-            }
+            owner: {name: self._spec(owner, name, spec, _r4.TARGETS) for name, spec in table.items()}
             for owner, table in self.elements.items()
         }
+
+    def _spec(self, owner: str, name: str, spec: Any, targets: Any) -> _Spec:
+        child = spec[0][0]
+        kind = self.primitives[child][0] if child in self.primitives else None
+        rx = self.regex.get(child)
+        if kind is None:
+            mode = _RESOURCE if child == "Resource" else _COMPLEX
+        elif kind == "string" and rx is not None:
+            mode = _DATE if child in _DATES else _MATCH
+        elif kind == "boolean":
+            mode = _BOOLEAN
+        else:
+            mode = _FULL
+        allowed = frozenset(targets.get(owner, {}).get(name, ())) if child == "Reference" else None
+        return (child, kind, spec[2], spec[3], allowed, mode, rx)
+
+
+#: How the walk checks an element's value (``_Tables.fast``).
+_COMPLEX: Final = 0
+_RESOURCE: Final = 1
+_MATCH: Final = 2
+_DATE: Final = 3
+_BOOLEAN: Final = 4
+_FULL: Final = 5
+
+_Spec = tuple[str, str | None, bool, str, frozenset[str] | None, int, re.Pattern[str] | None]
+
+#: A path as the walk carries it: the root's text, then ``(parent, name)`` or ``(parent, index)`` pairs; spelt out
+#: (``Bundle.entry[0].resource.subject``) only for a problem (``_render``).
+Path = str | tuple[Any, str | int]
+
+
+def _render(path: Path) -> str:
+    if type(path) is str:
+        return path
+    parts: list[str] = []
+    while type(path) is tuple:
+        path, segment = path
+        parts.append(f"[{segment}]" if type(segment) is int else f".{segment}")
+    parts.append(str(path))
+    return "".join(reversed(parts))
 
 
 @functools.cache
@@ -140,27 +176,26 @@ def _tables() -> _Tables:
     return _Tables()
 
 
-_NO_REQUIRED: Final[tuple[str, ...]] = ()
-
-
 class _Walk:
     """One validation run: the problems found and the references seen (for the document rules): each as (path of
-    the Reference, its ``reference``, the resource types it may point at, empty for any)."""
+    the Reference, its ``reference``, the resource types it may point at, empty for any).
+
+    Paths are carried lazily (``Path``) and spelt out only for a problem: most values have none."""
 
     __slots__ = ("problems", "references", "t")
 
     def __init__(self) -> None:
         self.t = _tables()
         self.problems: list[Problem] = []
-        self.references: list[tuple[str, str, frozenset[str]]] = []
+        self.references: list[tuple[Path, str, frozenset[str]]] = []
 
-    def error(self, path: str, rule: str, message: str) -> None:
-        self.problems.append(Problem("error", path, rule, message))
+    def error(self, path: Path, rule: str, message: str) -> None:
+        self.problems.append(Problem("error", _render(path), rule, message))
 
-    def warning(self, path: str, rule: str, message: str) -> None:
-        self.problems.append(Problem("warning", path, rule, message))
+    def warning(self, path: Path, rule: str, message: str) -> None:
+        self.problems.append(Problem("warning", _render(path), rule, message))
 
-    def resource(self, obj: Any, path: str) -> None:
+    def resource(self, obj: Any, path: Path) -> None:
         if not isinstance(obj, dict):
             self.error(path, "structure.type", "expected a resource (a JSON object)")
             return
@@ -175,29 +210,30 @@ class _Walk:
                 )
             else:
                 self.error(path, "structure.unknown-resource-type", "not a resource type of FHIR R4")
-            for where in _non_finite(obj, path):  # not a number in any type: an error even where nothing is checked
+            for where in _non_finite(obj, _render(path)):  # not a number in any type: an error where nothing is checked
                 self.error(where, "structure.format", _NOT_FINITE)
             return
         first = len(self.references)
         self.complex(obj, kind, path)
-        if path.rpartition(".")[2][:10] == "contained[":
+        if _is_contained(path):
             return  # its local references are its container's (R4's %rootResource), checked there
         contained = obj.get("contained")
         if type(contained) is list and contained:
             self.contained(obj, contained, path, first)
         elif first < len(self.references):
-            for where, ref, _ in self.references[first:]:
+            for at, ref, _ in self.references[first:]:
                 if ref[:1] == "#" and ref != "#":
-                    self.error(f"{where}.reference", "r4.ref-1", "a local reference names a contained resource")
+                    self.error((at, "reference"), "r4.ref-1", "a local reference names a contained resource")
 
-    def contained(self, obj: dict[str, Any], contained: list[Any], path: str, first: int) -> None:
+    def contained(self, obj: dict[str, Any], contained: list[Any], path: Path, first: int) -> None:
         """R4's rules of contained resources (``dom-2``..``dom-5``) and local references (``ref-1``); their
         structure was walked with the resource's."""
         local: dict[str, str] = {}
+        text = _render(path)
         for j, res in enumerate(contained):
             if type(res) is not dict:
                 continue
-            where = f"{path}.contained[{j}]"
+            where = f"{text}.contained[{j}]"
             if "contained" in res:
                 self.error(f"{where}.contained", "r4.dom-2", "a contained resource contains no resources")
             meta = res.get("meta")
@@ -211,13 +247,13 @@ class _Walk:
             rid = res.get("id")
             if isinstance(rid, str) and isinstance(res.get("resourceType"), str):
                 local["#" + rid] = res["resourceType"]
-        for where, ref, allowed in self.references[first:]:
+        for at, ref, allowed in self.references[first:]:
             if ref[:1] != "#" or ref == "#":
                 continue
             if ref not in local:
-                self.error(f"{where}.reference", "r4.ref-1", "a local reference names a contained resource")
+                self.error((at, "reference"), "r4.ref-1", "a local reference names a contained resource")
             elif allowed and local[ref] not in allowed:
-                self.error(where, "structure.reference-target", _target_message(local[ref], allowed))
+                self.error(at, "structure.reference-target", _target_message(local[ref], allowed))
         pointed = set(_local_pointers(obj))
         for j, res in enumerate(contained):
             if type(res) is not dict:
@@ -225,101 +261,142 @@ class _Walk:
             rid = res.get("id")
             if not (isinstance(rid, str) and "#" + rid in pointed) and "#" not in set(_local_pointers(res)):
                 self.error(
-                    f"{path}.contained[{j}]",
+                    f"{text}.contained[{j}]",
                     "r4.dom-3",
                     "a contained resource is referred to from elsewhere in the resource, or refers to it ('#')",
                 )
 
-    def complex(self, obj: dict[str, Any], type_name: str, path: str) -> None:
+    def complex(self, obj: dict[str, Any], type_name: str, path: Path) -> None:
+        """The elements of ``obj``, of R4 type ``type_name``: the cheapest checks first, a value's own walk inline
+        (no call per primitive that R4's regex takes), a path spelt out only for a problem."""
         t = self.t
         if len(obj) < 2 and (not obj or "id" in obj) and type_name not in t.resources:
             self.error(path, "r4.ele-1", _ELE_1)
-        table = t.elements[type_name]
         fast = t.fast[type_name]
         groups: set[str] | None = None
         for key, value in obj.items():
             spec = fast.get(key)
             if spec is None:
-                if key == "resourceType" and type_name in t.resources:
-                    continue
-                if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in t.primitives:
-                    self.primitive_extension(value, f"{path}.{key}", table[key[1:]][2])
-                    continue
-                self.error(f"{path}.{key}", "structure.unknown-element", f"not an element of {type_name}")
+                self.unknown(key, value, type_name, path)
                 continue
-            child, kind, many, group, targets = spec
+            child, kind, many, group, targets, mode, rx = spec
             if group:
                 if groups is None:
                     groups = set()
                 if group in groups:
-                    self.error(f"{path}.{key}", "structure.choice", f"{group}[x] holds more than one type")
+                    self.error((path, key), "structure.choice", f"{group}[x] holds more than one type")
                 groups.add(group)
             if many:
                 if type(value) is not list:
-                    self.error(f"{path}.{key}", "structure.cardinality", f"{key} repeats: expected an array")
+                    self.error((path, key), "structure.cardinality", f"{key} repeats: expected an array")
                     continue
                 if not value:
-                    self.error(f"{path}.{key}", "r4.ele-1", "an array is not empty: " + _ELE_1)
-                for i, item in enumerate(value):
-                    if kind is None:
-                        self.value(item, child, f"{path}.{key}[{i}]")
-                        if targets is not None and type(item) is dict:
-                            self.reference(item, f"{path}.{key}[{i}]", targets)
-                    else:  # the path is only spelt out for a problem: most values have none
-                        found = _primitive_problem(item, child, kind, t.regex)
-                        if found is not None:
-                            self.error(f"{path}.{key}[{i}]", *found)
+                    self.error((path, key), "r4.ele-1", "an array is not empty: " + _ELE_1)
+                    continue
+                where = (path, key)
+                if mode == _COMPLEX:
+                    for i, item in enumerate(value):
+                        if type(item) is dict:
+                            self.complex(item, child, (where, i))
+                            if targets is not None:
+                                ref = item.get("reference")
+                                if type(ref) is str:
+                                    self.references.append(((where, i), ref, targets))
+                        else:
+                            self.error((where, i), "structure.type", f"expected an object of type {child}")
+                elif mode == _MATCH:
+                    for i, item in enumerate(value):
+                        if type(item) is not str or not item or rx.fullmatch(item) is None:  # type: ignore[union-attr]
+                            self.primitive(item, child, kind, (where, i))  # type: ignore[arg-type]
+                elif mode == _DATE:
+                    for i, item in enumerate(value):
+                        if type(item) is not str or rx.fullmatch(item) is None or item[8:10] > "28":  # type: ignore[union-attr]
+                            self.primitive(item, child, kind, (where, i))  # type: ignore[arg-type]
+                elif mode == _BOOLEAN:
+                    for i, item in enumerate(value):
+                        if type(item) is not bool:
+                            self.primitive(item, child, kind, (where, i))  # type: ignore[arg-type]
+                elif mode == _RESOURCE:
+                    for i, item in enumerate(value):
+                        self.resource(item, (where, i))
+                else:
+                    for i, item in enumerate(value):
+                        self.primitive(item, child, kind, (where, i))  # type: ignore[arg-type]
             elif type(value) is list:
-                self.error(f"{path}.{key}", "structure.cardinality", f"{key} is 0..1: expected a single value")
-            elif kind is None:
-                self.value(value, child, f"{path}.{key}")
-                if targets is not None and type(value) is dict:
-                    self.reference(value, f"{path}.{key}", targets)
+                self.error((path, key), "structure.cardinality", f"{key} is 0..1: expected a single value")
+            elif mode == _MATCH:
+                if type(value) is not str or not value or rx.fullmatch(value) is None:  # type: ignore[union-attr]
+                    self.primitive(value, child, kind, (path, key))  # type: ignore[arg-type]
+            elif mode == _COMPLEX:
+                if type(value) is dict:
+                    self.complex(value, child, (path, key))
+                    if targets is not None:
+                        ref = value.get("reference")
+                        if type(ref) is str:
+                            self.references.append(((path, key), ref, targets))
+                else:
+                    self.error((path, key), "structure.type", f"expected an object of type {child}")
+            elif mode == _DATE:
+                if type(value) is not str or rx.fullmatch(value) is None or value[8:10] > "28":  # type: ignore[union-attr]
+                    self.primitive(value, child, kind, (path, key))  # type: ignore[arg-type]
+            elif mode == _BOOLEAN:
+                if type(value) is not bool:
+                    self.primitive(value, child, kind, (path, key))  # type: ignore[arg-type]
+            elif mode == _RESOURCE:
+                self.resource(value, (path, key))
             else:
-                found = _primitive_problem(value, child, kind, t.regex)
-                if found is not None:
-                    self.error(f"{path}.{key}", *found)
-        for name in t.required.get(type_name, _NO_REQUIRED):
+                self.primitive(value, child, kind, (path, key))  # type: ignore[arg-type]
+        required = t.required.get(type_name)
+        if required:
+            self.required(obj, type_name, required, path)
+
+    def unknown(self, key: str, value: Any, type_name: str, path: Path) -> None:
+        """A key with no element of its own: ``resourceType``, a primitive's extension (``_birthDate``) or an
+        unknown element."""
+        t = self.t
+        if key == "resourceType" and type_name in t.resources:
+            return
+        table = t.elements[type_name]
+        if key[:1] == "_" and key[1:] in table and table[key[1:]][0][0] in t.primitives:
+            self.primitive_extension(value, (path, key), table[key[1:]][2])
+            return
+        self.error((path, key), "structure.unknown-element", f"not an element of {type_name}")
+
+    def required(self, obj: dict[str, Any], type_name: str, required: tuple[str, ...], path: Path) -> None:
+        for name in required:
             if name in obj or f"_{name}" in obj:
                 continue
-            members = t.groups[type_name].get(name)
+            members = self.t.groups[type_name].get(name)
             if members and any(m in obj for m in members):
                 continue
             label = f"{name}[x]" if members else name
-            self.error(f"{path}.{label}", "structure.required", f"{type_name}.{label} is required (min 1)")
+            self.error((path, label), "structure.required", f"{type_name}.{label} is required (min 1)")
 
-    def reference(self, obj: dict[str, Any], path: str, targets: frozenset[str]) -> None:
-        ref = obj.get("reference")
-        if isinstance(ref, str):
-            self.references.append((path, ref, targets))
-
-    def value(self, value: Any, type_name: str, path: str) -> None:
-        prim = self.t.primitives.get(type_name)
-        if prim is not None:
-            self.primitive(value, type_name, prim[0], path)
-        elif type_name == "Resource":
-            self.resource(value, path)
-        elif type(value) is dict:
-            self.complex(value, type_name, path)
-        else:
-            self.error(path, "structure.type", f"expected an object of type {type_name}")
-
-    def primitive(self, value: Any, type_name: str, kind: str, path: str) -> None:
+    def primitive(self, value: Any, type_name: str, kind: str, path: Path) -> None:
         found = _primitive_problem(value, type_name, kind, self.t.regex)
         if found is not None:
             self.error(path, *found)
 
-    def primitive_extension(self, value: Any, path: str, many: bool) -> None:
+    def primitive_extension(self, value: Any, path: Path, many: bool) -> None:
         items = value if many and type(value) is list else [value]
         for i, item in enumerate(items):
             if item is None and many:
                 continue
+            where = (path, i) if many else path
             if type(item) is not dict:
-                self.error(path if not many else f"{path}[{i}]", "structure.type", "expected an object (Element)")
+                self.error(where, "structure.type", "expected an object (Element)")
             elif not item or (len(item) == 1 and "id" in item):
-                self.error(path if not many else f"{path}[{i}]", "r4.ele-1", _ELE_1)
+                self.error(where, "r4.ele-1", _ELE_1)
             else:
-                self.complex(item, "Element", path if not many else f"{path}[{i}]")
+                self.complex(item, "Element", where)
+
+
+def _is_contained(path: Path) -> bool:
+    """Whether a resource's path is a contained resource's (``...contained[j]``)."""
+    if isinstance(path, str):
+        return path.rpartition(".")[2][:10] == "contained["
+    parent, segment = path
+    return type(segment) is int and type(parent) is tuple and parent[1] == "contained"
 
 
 def _primitive_problem(
@@ -509,27 +586,35 @@ def _validate(raw: Any) -> ValidationReport:
     resources: list[tuple[int, dict[str, Any]]] = [
         (i, e["resource"]) for i, e in enumerate(entries) if type(e) is dict and type(e.get("resource")) is dict
     ]
-    _document_rules(bundle, entries, walk)
-    record_type, ig_version = _profile_rules(bundle, entries, resources, walk)
+    targets, index = _targets(entries)
+    _document_rules(bundle, entries, walk, targets)
+    record_type, ig_version = _profile_rules(bundle, entries, resources, walk, index)
     return ValidationReport(record_type, tuple(walk.problems), ig_version)
 
 
-def _targets(entries: list[Any]) -> dict[str, tuple[int, str]]:
-    """Every way an entry may be referenced inside the bundle -> (entry index, resource type)."""
+def _targets(entries: list[Any]) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
+    """Every way an entry may be referenced inside the bundle, worked out once for both reference checks: -> (entry
+    index, resource type) for R4's (the last entry of a ``fullUrl`` or ``Type/id``, of a resource with a type), and
+    -> entry index for the guide's (the first, ``_profiles._index``'s)."""
     out: dict[str, tuple[int, str]] = {}
+    index: dict[str, int] = {}
     for i, e in enumerate(entries):
         if type(e) is not dict or type(e.get("resource")) is not dict:
             continue
         res = e["resource"]
         kind = res.get("resourceType")
+        url = e.get("fullUrl")
+        if isinstance(url, str):
+            index.setdefault(url, i)
         if not isinstance(kind, str):
             continue
-        url = e.get("fullUrl")
         if isinstance(url, str):
             out[url] = (i, kind)
         if isinstance(res.get("id"), str):
-            out[f"{kind}/{res['id']}"] = (i, kind)
-    return out
+            name = f"{kind}/{res['id']}"
+            out[name] = (i, kind)
+            index.setdefault(name, i)
+    return out, index
 
 
 _SEARCH_OR_HISTORY: Final = frozenset({"searchset", "history"})
@@ -537,7 +622,9 @@ _WITH_REQUEST: Final = frozenset({"batch", "transaction", "history"})
 _WITH_RESPONSE: Final = frozenset({"batch-response", "transaction-response", "history"})
 
 
-def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> None:
+def _document_rules(
+    bundle: dict[str, Any], entries: list[Any], walk: _Walk, targets: dict[str, tuple[int, str]]
+) -> None:
     """R4's Bundle invariants (``bdl-*``), FHIR's document rules and the references' targets.
 
     Judgement call: ``validate`` checks a document, so the invariants R4 states for a document (``bdl-9``,
@@ -613,7 +700,6 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
             )
         seen.setdefault(key, i)
         urls.setdefault(url, i)
-    targets = _targets(entries)
     for path, ref, allowed in walk.references:
         if ref[:1] == "#":
             continue  # a contained resource: checked with its container (r4.ref-1)
@@ -621,7 +707,7 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
         if target is None:
             if ref.startswith(("http:", "https:")) and "/".join(ref.rsplit("/", 2)[-2:]) in targets:
                 continue  # resolved leniently (an absolute URL ending in an entry's Type/id): its target not checked
-            walk.error(f"{path}.reference", "document.reference-resolved", "the reference resolves to no entry")
+            walk.error((path, "reference"), "document.reference-resolved", "the reference resolves to no entry")
         elif allowed and target[1] not in allowed and target[1] in walk.t.all_resources:
             # (a resource of no R4 type is its own error: its references are not blamed for it)
             walk.error(path, "structure.reference-target", _target_message(target[1], allowed))
@@ -644,7 +730,11 @@ def _document_rules(bundle: dict[str, Any], entries: list[Any], walk: _Walk) -> 
 
 
 def _profile_rules(
-    bundle: dict[str, Any], entries: list[Any], resources: list[tuple[int, dict[str, Any]]], walk: _Walk
+    bundle: dict[str, Any],
+    entries: list[Any],
+    resources: list[tuple[int, dict[str, Any]]],
+    walk: _Walk,
+    index: dict[str, int],
 ) -> tuple[RecordType | None, str | None]:
     """The record type (as ``read`` finds it) and the guide's version whose profile rules were applied to the first
     Composition and every resource its references reach (``_profiles.py``)."""
@@ -652,6 +742,6 @@ def _profile_rules(
     composition = next((i for i, res in resources if res.get("resourceType") == "Composition"), None)
     if record_type is None or composition is None:
         return record_type, None
-    version, found = _profiles.check_document(entries, composition, record_type, declared)
+    version, found = _profiles.check_document(entries, composition, record_type, declared, index)
     walk.problems.extend(Problem(*f) for f in found)  # type: ignore[arg-type]
     return record_type, version

@@ -220,6 +220,7 @@ def test_show_is_a_summary_for_a_person(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0 and err == ""
     assert out.splitlines() == [
         "DiagnosticReportRecord, 2017-05-27T11:46:09+05:30",
+        "Judged against: NRCeS guide 6.5.0 (recognised, no version declared)",
         "Title: Diagnostic Report- Lab",
         "Patient: ABC, male, born 1981-01-12",
         "  ABHA number: 22-7225-4829-5255",  # not masked: the judgement call of the module
@@ -233,6 +234,66 @@ def test_show_is_a_summary_for_a_person(capsys: pytest.CaptureFixture[str]) -> N
         "  application/pdf, 80793 bytes: Diagnostic Report",
         "  application/pdf, 80793 bytes: Laboratory report",
     ]
+
+
+EXAMPLES_650 = DATA / "fhir" / "examples-6.5.0"
+
+
+def _with_profile(bundle: dict[str, Any], suffix: str) -> dict[str, Any]:
+    composition = bundle["entry"][0]["resource"]
+    composition["meta"]["profile"] = [p + suffix for p in composition["meta"]["profile"]]
+    return bundle
+
+
+@pytest.mark.parametrize(
+    ("source", "suffix", "line", "version", "declared"),
+    [
+        # the guide's 6.5.0 example, as published: no version in its profile URL, judged by what it meets
+        (EXAMPLES_650 / LAB.name, "", "NRCeS guide 6.5.0 (recognised, no version declared)", "6.5.0", None),
+        # the guide's 2.0.1 example meets 6.5.0's rules too: the newest is the one it is judged against
+        (LAB, "", "NRCeS guide 6.5.0 (recognised, no version declared)", "6.5.0", None),
+        # a versioned profile URL decides
+        (LAB, "|2.0.1", "NRCeS guide 2.0.1 (its profile URL)", "2.0.1", "2.0.1"),
+        (EXAMPLES_650 / LAB.name, "|6.5.0", "NRCeS guide 6.5.0 (its profile URL)", "6.5.0", "6.5.0"),
+        (
+            LAB,
+            "|9.0.0",
+            "NRCeS guide 6.5.0 (its profile URL names 9.0.0, which has no rules here)",
+            "6.5.0",
+            "9.0.0",
+        ),
+    ],
+)
+def test_show_says_which_version_of_the_guide_the_document_is_judged_against(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    source: Path,
+    suffix: str,
+    line: str,
+    version: str,
+    declared: str | None,
+) -> None:
+    bundle = _with_profile(json.loads(source.read_text(encoding="utf-8")), suffix)
+    file = write(tmp_path / "doc.json", bundle)
+    code, out, _ = run(capsys, "fhir", "show", file)
+    assert code == 0
+    assert out.splitlines()[1] == f"Judged against: {line}"
+    assert fhir.validate(bundle).ig_version == version  # what validate applies, show says
+    code, out, _ = run(capsys, "fhir", "show", "--json", file)
+    shown = orjson.loads(out)
+    assert (shown["ig_version"], shown["ig_version_declared"]) == (version, declared)
+
+
+def test_show_of_what_is_no_document_judges_it_against_no_version(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    patient = next(e["resource"] for e in lab()["entry"] if e["resource"]["resourceType"] == "Patient")
+    file = write(tmp_path / "patient.json", patient)
+    code, out, _ = run(capsys, "fhir", "show", file)
+    assert code == 0
+    assert "Judged against: no version of the NRCeS guide (not a document of one of its record types)" in out
+    code, out, _ = run(capsys, "fhir", "show", "--json", file)
+    assert orjson.loads(out)["ig_version"] is None
 
 
 def test_show_panels_ranges_and_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -298,7 +359,8 @@ def test_show_json_is_the_same_record_as_one_object(capsys: pytest.CaptureFixtur
         }
     ]
     assert set(shown) == {
-        "record_type", "date", "title", "patient", "facility", "authors", "observations", "medications",
+        "record_type", "ig_version", "ig_version_declared", "date", "title", "patient", "facility", "authors",
+        "observations", "medications",
         "conditions", "allergies", "procedures", "immunizations", "attachments",
     }  # fmt: skip
 

@@ -9,8 +9,9 @@
   ``N files, N valid``, goes to stderr in both modes (as every bulk command's). Exit 0 when no file has an error
   (warnings allowed), 1 when any has one or could not be read, 2 for bad usage.
 * ``fhir show FILE`` (``-``: stdin): :func:`health_async.fhir.read`, written for a person (record type, date,
-  title, patient, facility, authors, observations, medications, conditions, allergies, procedures,
-  immunizations, attachments); ``--json``: the same as one JSON object.
+  the version of the NRCeS guide it is judged against (:func:`judged_against`), title, patient, facility, authors,
+  observations, medications, conditions, allergies, procedures, immunizations, attachments); ``--json``: the same
+  as one JSON object.
 * ``fhir from-result DOCUMENT_ID --patient-name ... --abha-address ... --facility-id ... --facility-name ...
   --conclusion ...``:
   the document's processing result (``client.documents.result``; ``--wait``: ``wait_for_result``) built into a
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ... import _json, fhir
+from ...fhir._recognise import recognise
 from ...models import ProcessingResult, ProcessingStatus
 from .._output import Command, InputError, display_path, emit, make_client, open_input, write_json
 
@@ -212,12 +214,40 @@ def _entry_json(entry: fhir.ClinicalEntry) -> dict[str, Any]:
     return {"name": entry.name, "code": entry.code, "status": entry.status, "date": _plain(entry.date)}
 
 
+def judged_against(record: fhir.FhirRecord) -> tuple[str | None, str | None]:
+    """``(ig_version, declared)``: the version of the NRCeS guide whose profile rules
+    :func:`health_async.fhir.validate` applies to the record (``None``: none, the file is not a document of one of
+    the guide's record types), and the version its record profile URL names (``None``: none, the document was
+    recognised by its type and sections and its version chosen as ``validate`` chooses it).
+
+    Judgement call: ``show`` runs ``validate`` for this line (offline, a few milliseconds) rather than guess from
+    the profile URL alone: a URL may name a version without rules here (then the newest older one applies), and a
+    document with no version is judged by what it meets."""
+    version = fhir.validate(record.raw).ig_version if isinstance(record.raw, dict) else None
+    _, declared = recognise(record.raw)
+    return version, declared
+
+
+def _judged_line(version: str | None, declared: str | None) -> str:
+    if version is None:
+        return "Judged against: no version of the NRCeS guide (not a document of one of its record types)"
+    if declared is None:
+        return f"Judged against: NRCeS guide {version} (recognised, no version declared)"
+    if declared == version:
+        return f"Judged against: NRCeS guide {version} (its profile URL)"
+    return f"Judged against: NRCeS guide {version} (its profile URL names {_clean(declared)}, which has no rules here)"
+
+
 def record_json(record: fhir.FhirRecord) -> dict[str, Any]:
     """What ``fhir show --json`` prints: the record's typed view as plain data (never the raw resources, nor an
-    attachment's bytes: its content type, title, size and URL)."""
+    attachment's bytes: its content type, title, size and URL); ``ig_version`` and ``ig_version_declared``: the
+    guide's version the document is judged against and the one its profile URL names (:func:`judged_against`)."""
     patient = record.patient
+    version, declared = judged_against(record)
     return {
         "record_type": record.record_type.value if record.record_type is not None else None,
+        "ig_version": version,
+        "ig_version_declared": declared,
         "date": _plain(record.date),
         "title": record.title,
         "patient": None
@@ -306,6 +336,7 @@ def summary_lines(record: fhir.FhirRecord) -> list[str]:
     """What ``fhir show`` prints: the record for a person, one fact per line; empty sections left out."""
     kind = record.record_type.value if record.record_type is not None else "unknown record type"
     lines = [f"{kind}, {_clean(record.date)}" if record.date is not None else kind]
+    lines.append(_judged_line(*judged_against(record)))
     if record.title:
         lines.append(f"Title: {_clean(record.title)}")
     patient = record.patient
