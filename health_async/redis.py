@@ -369,7 +369,12 @@ class RedisLimiter:
     allow (at most ``max_batch``). When no other process waits, it also takes a few spares for the requests about
     to come (as many as the last batch used, doubling while they are all used, at most what the rate gives in
     ``lease`` seconds): a spare unused after ``lease`` seconds is handed back. A busy process so makes one round
-    trip for many requests; a spare counts in the window from when it is taken (the safe side). Judgement call: a
+    trip for many requests; a spare counts in the window from when it is taken (the safe side). A busy process
+    (batches of 4 or more) asks for its next batch in the background once a quarter of its spares are used, rather
+    than when they run out, so its requests rarely wait for a round trip (issue 44: about half of them did, at 16
+    at a time); that run waits for nobody, so it takes spares only when no other process waits (it never takes a
+    queued process's turn), and a process may so hold up to a batch and three quarters, each handed back after
+    its lease. Judgement call: a
     pause set by another process is seen at the next script run, so a spare already taken may still be used up to
     ``lease`` seconds into it (this process's own pauses drop its spares at once).
 
@@ -608,19 +613,21 @@ class RedisLimiter:
             fetcher.cancel()
 
     def _refill_ahead(self) -> None:
-        """The spares fell to their low-water mark (half the batch) within their lease: ask for the next batch now,
-        in the background, so that the requests about to come find spares instead of waiting for a round trip.
+        """The spares fell to their low-water mark (three quarters of the batch) within their lease: ask for the
+        next batch now, in the background, so that the requests about to come find spares instead of waiting for a
+        round trip (the requests in flight come back for their next admission within about one round trip, which
+        at 16 at a time took most of half a batch).
 
         Only for batches of :data:`_AHEAD_MIN_BATCH` or more (a busy process at a rate that gives that many in a
         lease), only while no one asks already, and never during a pause. The early run waits for nobody
         (``need`` 0): the script grants it spares only when no other process waits, so it takes nothing from the
-        queue's turns; the demand it answers was seen (half a batch used within its lease), so the next batch may
-        be larger."""
+        queue's turns; the demand it answers was seen (a quarter of a batch used within its lease), so the next
+        batch may be larger."""
         if (
             self._fetcher is not None
             or self._closed
             or self._batch < _AHEAD_MIN_BATCH
-            or len(self._spares) * 2 > self._batch
+            or len(self._spares) * 4 > self._batch * 3
         ):
             return
         self._spares_dry = True

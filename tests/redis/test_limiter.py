@@ -162,8 +162,8 @@ async def test_batches_hold_the_window_and_hand_back_their_spares(
 async def test_a_busy_process_asks_for_the_next_batch_before_its_spares_run_out(
     redis_server: RedisServer, name: str
 ) -> None:
-    # issue 44: a busy process asks for its next batch when half its spares are used, so its requests find a spare
-    # instead of waiting for a round trip (about half of them waited at 16 at a time, for a batch every 32)
+    # issue 44: a busy process asks for its next batch when a quarter of its spares are used, so its requests find
+    # a spare instead of waiting for a round trip (about half of them waited at 16 at a time, for a batch every 32)
     async with RedisLimiter(redis_server.url, rate_limit=1000, name=name, max_batch=8, lease=10) as limiter:
 
         async def without_waiting() -> bool:
