@@ -107,6 +107,11 @@ DEFAULT_MAX_BATCH: Final = 32
 #: back unused (see :class:`RedisLimiter`, "Batches").
 DEFAULT_LEASE: Final = 0.05
 
+#: The smallest batch for which a process asks for the next one ahead, when half of its spares are used (see
+#: :class:`RedisLimiter`, "Batches"): below it (a rate that gives fewer in a lease, or a process not busy enough)
+#: it asks when they run out.
+_AHEAD_MIN_BATCH: Final = 4
+
 #: Seconds a waiting process keeps its place in the shared queue after the moment it was told to come back: a
 #: process that comes later (a busy event loop) loses its place and queues again at the back.
 _CLAIM_GRACE: Final = 0.05
@@ -364,7 +369,12 @@ class RedisLimiter:
     allow (at most ``max_batch``). When no other process waits, it also takes a few spares for the requests about
     to come (as many as the last batch used, doubling while they are all used, at most what the rate gives in
     ``lease`` seconds): a spare unused after ``lease`` seconds is handed back. A busy process so makes one round
-    trip for many requests; a spare counts in the window from when it is taken (the safe side). Judgement call: a
+    trip for many requests; a spare counts in the window from when it is taken (the safe side). A busy process
+    (batches of 4 or more) asks for its next batch in the background once a quarter of its spares are used, rather
+    than when they run out, so its requests rarely wait for a round trip (issue 44: about half of them did, at 16
+    at a time); that run waits for nobody, so it takes spares only when no other process waits (it never takes a
+    queued process's turn), and a process may so hold up to a batch and three quarters, each handed back after
+    its lease. Judgement call: a
     pause set by another process is seen at the next script run, so a spare already taken may still be used up to
     ``lease`` seconds into it (this process's own pauses drop its spares at once).
 
@@ -511,6 +521,7 @@ class RedisLimiter:
             member = self._take_spare()
             if member is not None:  # a spare of the last batch: no round trip
                 self._held.append(member)
+                self._refill_ahead()
                 return True
         if deadline is not None:
             wait = max(self._paused_until, self._wake_at) - time.monotonic()
@@ -601,10 +612,34 @@ class RedisLimiter:
             self._wake_at = 0.0
             fetcher.cancel()
 
-    async def _fetch(self) -> None:
-        """The one task of this process that asks Redis, for every waiter in arrival order, until none is left."""
+    def _refill_ahead(self) -> None:
+        """The spares fell to their low-water mark (three quarters of the batch) within their lease: ask for the
+        next batch now, in the background, so that the requests about to come find spares instead of waiting for a
+        round trip (the requests in flight come back for their next admission within about one round trip, which
+        at 16 at a time took most of half a batch).
+
+        Only for batches of :data:`_AHEAD_MIN_BATCH` or more (a busy process at a rate that gives that many in a
+        lease), only while no one asks already, and never during a pause. The early run waits for nobody
+        (``need`` 0): the script grants it spares only when no other process waits, so it takes nothing from the
+        queue's turns; the demand it answers was seen (a quarter of a batch used within its lease), so the next
+        batch may be larger."""
+        if (
+            self._fetcher is not None
+            or self._closed
+            or self._batch < _AHEAD_MIN_BATCH
+            or len(self._spares) * 4 > self._batch * 3
+        ):
+            return
+        self._spares_dry = True
+        self._fetcher = asyncio.ensure_future(self._fetch(ahead=True))
+
+    async def _fetch(self, *, ahead: bool = False) -> None:
+        """The one task of this process that asks Redis, for every waiter in arrival order, until none is left
+        (``ahead``: first one run for the spares, see :meth:`_refill_ahead`)."""
         waiters = self._waiters
         try:
+            if ahead and self._paused_until <= time.monotonic():
+                await self._ask(ahead=True)
             while True:
                 while waiters and waiters[0][0].done():  # cancelled, or the client stopped waiting
                     waiters.popleft()
@@ -638,11 +673,11 @@ class RedisLimiter:
             if self._fetcher is asyncio.current_task():
                 self._fetcher = None
 
-    async def _ask(self) -> float:
-        """One script run for the waiters: hand out what it admits (spares to the pool), and return how long to
-        wait before the next run (0: none)."""
+    async def _ask(self, *, ahead: bool = False) -> float:
+        """One script run for the waiters (``ahead``: for the spares too, even with no waiter): hand out what it
+        admits (spares to the pool), and return how long to wait before the next run (0: none)."""
         need = min(sum(1 for answer, _ in self._waiters if not answer.done()), self._max_batch)
-        if need == 0:
+        if need == 0 and not ahead:
             return 0.0
         if self._spares_dry:  # the last batch was used up: take more this time
             self._batch = min(self._max_spares, self._batch * 2)

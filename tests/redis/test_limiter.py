@@ -159,6 +159,35 @@ async def test_batches_hold_the_window_and_hand_back_their_spares(
         assert await redis_client.zcard(f"{{{name}}}:rate:sent") == 23
 
 
+async def test_a_busy_process_asks_for_the_next_batch_before_its_spares_run_out(
+    redis_server: RedisServer, name: str
+) -> None:
+    # issue 44: a busy process asks for its next batch when a quarter of its spares are used, so its requests find
+    # a spare instead of waiting for a round trip (about half of them waited at 16 at a time, for a batch every 32)
+    async with RedisLimiter(redis_server.url, rate_limit=1000, name=name, max_batch=8, lease=10) as limiter:
+
+        async def without_waiting() -> bool:
+            # an admission from the spares completes in the step that asks for it; one that waits for Redis not
+            task = asyncio.ensure_future(limiter.acquire(None))
+            await asyncio.sleep(0)
+            waited = not task.done()
+            assert await task
+            limiter.sent(time.monotonic())
+            for _ in range(500):  # the round trip asked ahead (if any) lands before the next request
+                if limiter._fetcher is None:
+                    break
+                await asyncio.sleep(0.01)
+            return not waited
+
+        before = redis_server.calls("evalsha") + redis_server.calls("eval")
+        warm_up = [await without_waiting() for _ in range(16)]  # the batch grows to its most, 8
+        steady = [await without_waiting() for _ in range(48)]
+        trips = redis_server.calls("evalsha") + redis_server.calls("eval") - before
+    assert not all(warm_up)
+    assert all(steady), steady.count(False)
+    assert trips <= (16 + 48) / 4  # still batches: no more round trips than before
+
+
 async def test_the_first_asker_does_not_take_a_fresh_window(
     redis_server: RedisServer, redis_client: aioredis.Redis, name: str
 ) -> None:
