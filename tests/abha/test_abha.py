@@ -28,6 +28,8 @@ from health_async.resources.abha.abha import normalize_abha_address, normalize_o
 from health_async.testing import FakeHealthServer, Fault
 from health_async.testing.abha._registration import SEEDED_MOBILE
 
+from .._send_once import SEND_ONCE_FAULTS, OnceCall, assert_sent_once
+
 NO_WAIT = ha.RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 OTHER_MOBILE = "8123456789"
 PROFILE = NewAbhaProfile(first_name="Meera", gender="F", date_of_birth=dt.date(1992, 3, 4), pincode="560001")
@@ -358,7 +360,6 @@ async def test_per_call_headers_override_the_client(server: FakeHealthServer, cl
 
 # ----------------------------------------------------------------------------------- never repeated
 
-OnceCall = Callable[[ha.HealthClient, FakeHealthServer], Awaitable[Any]]
 
 ONCE: list[tuple[str, OnceCall]] = [
     ("aadhaar_init", lambda c, s: c.abha.aadhaar_init(s.data.valid_aadhaar[0])),
@@ -379,20 +380,12 @@ ONCE: list[tuple[str, OnceCall]] = [
 
 
 @pytest.mark.parametrize(("route", "call"), ONCE, ids=[r for r, _ in ONCE])
-@pytest.mark.parametrize(
-    "fault",
-    [Fault(status=503, times=1), Fault(status=500, times=1), Fault(drop=True, times=1)],
-    ids=["503", "500", "drop"],
-)
+@SEND_ONCE_FAULTS
 async def test_otp_verify_and_create_calls_reach_the_server_once(
     server: FakeHealthServer, route: str, call: OnceCall, fault: Fault
 ) -> None:
-    server.inject(route, Fault(status=fault.status, drop=fault.drop, times=1))
     async with client_for(server) as client:
-        with pytest.raises(E.OutcomeUnknown) as info:
-            await call(client, server)
-    assert server.calls(route) == 1
-    assert info.value.operation == route and isinstance(info.value.__cause__, E.HealthError)
+        await assert_sent_once(server, client, route, call, fault)
 
 
 async def test_rate_limits_are_never_retried_even_when_opted_in(server: FakeHealthServer) -> None:

@@ -4,7 +4,7 @@ professional's whole sequence, refusals, input refused before sending, the no-re
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,6 +13,8 @@ import health_async as ha
 from health_async import errors as E
 from health_async.models import HprAccount, HprMobileCheck, HprOtpSent, HprProfile, HprStep, HprSuggestions
 from health_async.testing import FakeHealthServer, Fault
+
+from .._send_once import SEND_ONCE_FAULTS, OnceCall, assert_sent_once
 
 NO_WAIT = ha.RetryPolicy(attempts=4, base_delay=0, max_delay=0, jitter=0, retry_after_cap=0)
 OTHER_MOBILE = "8123456789"
@@ -224,7 +226,6 @@ async def test_a_taken_hpr_id_is_refused(server: FakeHealthServer, client: ha.He
 
 # ----------------------------------------------------------------------------------- the no-repeat rule
 
-OnceCall = Callable[[ha.HealthClient, FakeHealthServer], Awaitable[Any]]
 
 ONCE: list[tuple[str, OnceCall]] = [
     ("hpr_aadhaar_init", lambda c, s: c.hpr.aadhaar_init(s.data.valid_aadhaar[0])),
@@ -242,20 +243,12 @@ ONCE: list[tuple[str, OnceCall]] = [
 
 
 @pytest.mark.parametrize(("route", "call"), ONCE, ids=[r for r, _ in ONCE])
-@pytest.mark.parametrize(
-    "fault",
-    [Fault(status=503, times=1), Fault(status=500, times=1), Fault(drop=True, times=1)],
-    ids=["503", "500", "drop"],
-)
+@SEND_ONCE_FAULTS
 async def test_otp_verify_and_create_calls_reach_the_server_once(
     server: FakeHealthServer, route: str, call: OnceCall, fault: Fault
 ) -> None:
-    server.inject(route, Fault(status=fault.status, drop=fault.drop, times=1))
     async with client_for(server) as client:
-        with pytest.raises(E.OutcomeUnknown) as info:
-            await call(client, server)
-    assert server.calls(route) == 1
-    assert info.value.operation == route and isinstance(info.value.__cause__, E.HealthError)
+        await assert_sent_once(server, client, route, call, fault)
 
 
 async def test_a_lost_create_answer_is_outcome_unknown_and_the_id_is_then_taken(server: FakeHealthServer) -> None:
