@@ -32,9 +32,10 @@ import math
 import secrets
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeVar
 
+import attrs
 import redis.asyncio as aioredis
 import redis.exceptions
 from cryptography.exceptions import InvalidTag
@@ -122,6 +123,28 @@ _BURST_SHARE: Final = 0.25
 
 #: The errors of a Redis call that mean "Redis cannot be used now" (its own, and the socket's).
 _REDIS_ERRORS: Final = (redis.exceptions.RedisError, OSError)
+
+
+@attrs.frozen
+class _Lua:
+    """A Lua script and its SHA-1, which the server knows it by once loaded."""
+
+    text: str
+    sha: str = attrs.field(init=False)
+
+    @sha.default
+    def _sha(self) -> str:
+        return hashlib.sha1(self.text.encode(), usedforsecurity=False).hexdigest()
+
+
+async def _eval(client: aioredis.Redis, script: _Lua, keys: Sequence[str], args: Sequence[object]) -> Any:
+    """Run ``script`` on ``keys`` and ``args``: by its SHA (one short command), else, on a new or restarted server
+    that does not know it yet, by its text, which loads it (one trip more, once)."""
+    try:
+        return await client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[arg-type]
+    except redis.exceptions.NoScriptError:
+        return await client.eval(script.text, len(keys), *keys, *args)  # type: ignore[arg-type]
+
 
 # The limiter, in one script run atomically by the server, on the server's clock (TIME, microseconds as integers:
 # exact in a double up to 2**53). KEYS (one hash tag, so one Redis Cluster slot): sent (zset member -> when it was
@@ -280,7 +303,7 @@ redis.call('PEXPIRE', KEYS[4], math.ceil(w / 1000) + 60000)
 redis.call('PEXPIRE', KEYS[5], math.ceil(w / 1000) + 60000)
 return {granted, wait}
 """
-_SHA: Final = hashlib.sha1(_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+_LIMITER_LUA: Final = _Lua(_SCRIPT)
 
 
 class RedisUnavailable(TransportError):
@@ -777,10 +800,7 @@ class RedisLimiter:
         redis_client = self._redis
         try:
             async with self._slots:
-                try:
-                    result = await redis_client.evalsha(_SHA, len(self._keys), *self._keys, *argv)
-                except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it (one trip too)
-                    result = await redis_client.eval(_SCRIPT, len(self._keys), *self._keys, *argv)
+                result = await _eval(redis_client, _LIMITER_LUA, self._keys, argv)
         except _REDIS_ERRORS as exc:
             if self._outage_since is None:
                 self._outage_since = time.monotonic()
@@ -914,7 +934,7 @@ elseif mode == 'n' and expiry then
 end
 return 1
 """
-_SEEN_SHA: Final = hashlib.sha1(_SEEN_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+_SEEN_LUA: Final = _Lua(_SEEN_SCRIPT)
 
 #: A seen entry's value while its claim runs is this and the token (and, under a lease, ``|`` and its expires_at in
 #: unix milliseconds); once done it is :data:`_SEEN_DONE`.
@@ -1059,13 +1079,9 @@ class RedisSeenStore:
         """Run the seen store's script in ``mode`` on ``key``: its integer answer."""
         name = self._prefix + key
 
-        async def run() -> object:
-            try:
-                return await self._redis.evalsha(_SEEN_SHA, 1, name, mode, *argv)
-            except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it (one trip too)
-                return await self._redis.eval(_SEEN_SCRIPT, 1, name, mode, *argv)
-
-        result = await _call("RedisSeenStore", self._slots, run)
+        result = await _call(
+            "RedisSeenStore", self._slots, lambda: _eval(self._redis, _SEEN_LUA, [name], [mode, *argv])
+        )
         if not isinstance(result, int):  # the script answers integers only
             raise RedisUnavailable(f"RedisSeenStore: Redis gave an unexpected answer: {type(result).__name__}")
         return result
@@ -1108,6 +1124,7 @@ end
 redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 """
+_LINK_PUT_LUA: Final = _Lua(_LINK_PUT)
 
 # consume. KEYS[1] the entry. ARGV: the HMAC of the OTP tried (hex), max tries. Answers {outcome, link}: 'm'
 # matched (with the link), 'w' wrong, 'k' locked, 'u' unknown. The counting entry's name is read from the entry: a
@@ -1143,6 +1160,7 @@ if tries >= tonumber(ARGV[2]) then
 end
 return {'w'}
 """
+_LINK_CONSUME_LUA: Final = _Lua(_LINK_CONSUME)
 
 # discard. KEYS[1] the entry. ARGV[1]: the version to forget, or nothing (forget whatever is there).
 _LINK_DISCARD: Final = """
@@ -1151,6 +1169,7 @@ if ARGV[1] == nil or redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
 end
 return 0
 """
+_LINK_DISCARD_LUA: Final = _Lua(_LINK_DISCARD)
 
 _OUTCOMES: Final = {"w": OtpOutcome.WRONG, "k": OtpOutcome.LOCKED, "u": OtpOutcome.UNKNOWN}
 _HI_TYPES: Final = frozenset(item.value for item in HiType)
@@ -1285,9 +1304,6 @@ class RedisLinkOtpStore:
         self._redis, self._owned = _connect(redis, owner)
         self._slots = asyncio.Semaphore(DEFAULT_MAX_CONNECTIONS)  # Redis commands at once (so connections)
         self._prefix = f"{{{self.name}}}:link:"
-        self._put = self._redis.register_script(_LINK_PUT)
-        self._consume = self._redis.register_script(_LINK_CONSUME)
-        self._discard = self._redis.register_script(_LINK_DISCARD)
 
     def __repr__(self) -> str:
         return f"RedisLinkOtpStore(name={self.name!r})"
@@ -1319,7 +1335,7 @@ class RedisLinkOtpStore:
         nonce = secrets.token_bytes(12)
         sealed = nonce + self._cipher.encrypt(nonce, _pack_link(link), name.encode())
         args: list[bytes | str | int] = [max(1, math.ceil(ttl * 1000)), base64.b64encode(sealed), version, digest]
-        done = await _call("RedisLinkOtpStore", self._slots, lambda: self._put(keys=keys, args=args))
+        done = await _call("RedisLinkOtpStore", self._slots, lambda: _eval(self._redis, _LINK_PUT_LUA, keys, args))
         return version if int(done) else None
 
     async def get(self, key: str) -> PendingLink | None:
@@ -1341,7 +1357,9 @@ class RedisLinkOtpStore:
         """
         name = self._key(key)
         args: list[str | int] = [self._digest(name, otp), max(1, int(max_tries))]
-        reply = await _call("RedisLinkOtpStore", self._slots, lambda: self._consume(keys=[name], args=args))
+        reply = await _call(
+            "RedisLinkOtpStore", self._slots, lambda: _eval(self._redis, _LINK_CONSUME_LUA, [name], args)
+        )
         outcome = _text(reply[0])
         if outcome != "m":
             return OtpCheck(_OUTCOMES[outcome])
@@ -1356,7 +1374,7 @@ class RedisLinkOtpStore:
         """
         name = self._key(key)
         args: list[str] = [] if only is None else [only]
-        await _call("RedisLinkOtpStore", self._slots, lambda: self._discard(keys=[name], args=args))
+        await _call("RedisLinkOtpStore", self._slots, lambda: _eval(self._redis, _LINK_DISCARD_LUA, [name], args))
 
     async def aclose(self) -> None:
         """Close the connection pool if this store built it from a URL."""
@@ -1448,7 +1466,7 @@ if index_until > 0 then
 end
 return out
 """
-_CONSENT_SHA: Final = hashlib.sha1(_CONSENT_SCRIPT.encode(), usedforsecurity=False).hexdigest()
+_CONSENT_LUA: Final = _Lua(_CONSENT_SCRIPT)
 
 
 class RedisConsentBook:
@@ -1592,16 +1610,9 @@ class RedisConsentBook:
         keys = [self._index, *(self._prefix + consent_id for consent_id in ids)]
         argv = [mode, *self._fixed, *args]
 
-        async def run() -> list[int | bytes | str | None]:
-            try:
-                result: list[int | bytes | str | None] = await self._redis.evalsha(
-                    _CONSENT_SHA, len(keys), *keys, *argv
-                )
-            except redis.exceptions.NoScriptError:  # a new or restarted server: EVAL loads it
-                result = await self._redis.eval(_CONSENT_SCRIPT, len(keys), *keys, *argv)
-            return result
-
-        results = await _call("RedisConsentBook", self._slots, run)
+        results: list[int | bytes | str | None] = await _call(
+            "RedisConsentBook", self._slots, lambda: _eval(self._redis, _CONSENT_LUA, keys, argv)
+        )
         for status, result in zip(statuses, results, strict=True):
             if result == 1:
                 continue
